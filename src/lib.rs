@@ -1,1 +1,10 @@
-//! dockwarden
+//! dockwarden: a default-deny Docker Engine API policy proxy on a Unix socket.
+//!
+//! See ARCHITECTURE.md for the pipeline and the invariants each module keeps.
+#![deny(unsafe_code)]
+
+pub mod api;
+pub mod cli;
+pub mod hostfs;
+pub mod policy;
+pub mod proxy;

@@ -1,1 +1,27 @@
-fn main() {}
+//! The `dockwarden` binary: clap commands only; the work is in the library.
+#![forbid(unsafe_code)]
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "dockwarden", version, about = "A default-deny Docker API policy proxy")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the policy proxy in front of a Docker daemon.
+    Proxy(dockwarden::cli::proxy::ProxyArgs),
+    /// Print the rule catalogue.
+    Rules(dockwarden::cli::rules::RulesArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Proxy(a) => dockwarden::cli::proxy::main(a),
+        Command::Rules(a) => dockwarden::cli::rules::main(a),
+    }
+}

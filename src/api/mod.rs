@@ -1,0 +1,8 @@
+//! The Engine API as dockerd sees it: canonical paths, versions, routes, query strings and
+//! a Go-faithful JSON reader.
+
+pub mod json;
+pub mod path;
+pub mod query;
+pub mod route;
+pub mod version;

@@ -1,0 +1,4 @@
+//! Command implementations behind the thin `main`.
+
+pub mod proxy;
+pub mod rules;

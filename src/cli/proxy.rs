@@ -1,0 +1,152 @@
+//! `dockwarden proxy`: set up the listening socket, load the policy, serve until a signal.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use tokio::net::UnixListener;
+
+use crate::policy::Policy;
+use crate::policy::facts::Environment;
+use crate::proxy::audit::AuditLog;
+use crate::proxy::{self, Options, Shared};
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProxyArgs {
+    /// Socket the workspace user connects to (DOCKER_HOST).
+    #[arg(long, default_value = "/run/dockwarden/docker.sock")]
+    pub listen: PathBuf,
+    /// The daemon's socket; never exposed.
+    #[arg(long, default_value = "/var/run/docker.sock")]
+    pub upstream: PathBuf,
+    /// The workspace checkout: the only place bind mounts may come from.
+    #[arg(long)]
+    pub workspace: PathBuf,
+    /// Owner of the listening socket (default: owner of the workspace).
+    #[arg(long)]
+    pub uid: Option<u32>,
+    /// Group of the listening socket (default: group of the workspace).
+    #[arg(long)]
+    pub gid: Option<u32>,
+    /// Mode of the listening socket, octal.
+    #[arg(long, default_value = "660", value_parser = parse_mode)]
+    pub socket_mode: u32,
+    /// Policy file (TOML); the embedded default when absent.
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// Audit log file (JSON lines); stderr when absent.
+    #[arg(long)]
+    pub audit_log: Option<PathBuf>,
+    /// Log "would deny" and forward anyway. For learning what a project needs; never in production.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Seconds a client has to send a request head (also the keep-alive idle limit).
+    #[arg(long, default_value_t = 30)]
+    pub header_timeout: u64,
+    /// Most client connections served at once.
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections: usize,
+}
+
+fn parse_mode(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s, 8).map_err(|e| format!("not an octal mode: {e}"))
+}
+
+pub fn main(a: ProxyArgs) -> anyhow::Result<()> {
+    init_tracing();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(serve(a))
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+fn load_policy(path: Option<&Path>) -> anyhow::Result<Policy> {
+    match path {
+        None => Ok(Policy::default_policy()),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading policy file `{}`", p.display()))?;
+            Policy::from_toml(&text).with_context(|| format!("loading policy file `{}`", p.display()))
+        }
+    }
+}
+
+/// Binds the socket, replacing a stale file but never a live socket.
+fn bind_socket(path: &Path, uid: u32, gid: u32, mode: u32) -> anyhow::Result<UnixListener> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating `{}`", dir.display()))?;
+    }
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        use std::os::unix::fs::FileTypeExt;
+        if !meta.file_type().is_socket() {
+            bail!("`{}` exists and is not a socket; refusing to replace it", path.display());
+        }
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            bail!("`{}` is in use by a running server; refusing to take it over", path.display());
+        }
+        std::fs::remove_file(path).with_context(|| format!("removing stale socket `{}`", path.display()))?;
+    }
+    let listener = UnixListener::bind(path).with_context(|| format!("binding `{}`", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    nix::unistd::chown(path, Some(uid.into()), Some(gid.into()))
+        .with_context(|| format!("changing owner of `{}`", path.display()))?;
+    Ok(listener)
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = int.recv() => {},
+    }
+    tracing::info!("shutting down: no new connections, draining in-flight requests");
+}
+
+async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
+    let policy = load_policy(a.policy.as_deref())?;
+    let workspace = a.workspace.canonicalize().with_context(|| format!("workspace `{}`", a.workspace.display()))?;
+    let meta = std::fs::metadata(&workspace)?;
+    let (uid, gid) = (a.uid.unwrap_or(meta.uid()), a.gid.unwrap_or(meta.gid()));
+    let audit = match &a.audit_log {
+        Some(p) => AuditLog::file(p).with_context(|| format!("opening audit log `{}`", p.display()))?,
+        None => AuditLog::stderr(),
+    };
+    let upstream_path = a.upstream.display().to_string();
+    let env = Environment {
+        workspace: workspace.display().to_string(),
+        proxy_socket: a.listen.display().to_string(),
+        daemon_sockets: vec![upstream_path.clone(), "/var/run/docker.sock".into(), "/run/docker.sock".into()],
+        cgroup_parent: None,
+    };
+    if a.dry_run {
+        tracing::warn!("DRY RUN MODE: denials are logged as `would-deny` and forwarded anyway");
+    }
+    let listener = bind_socket(&a.listen, uid, gid, a.socket_mode)?;
+    let shared = Arc::new(Shared {
+        policy,
+        upstream: proxy::upstream::client(a.upstream.clone()),
+        upstream_path,
+        audit,
+        dry_run: a.dry_run,
+        env,
+        create_lock: tokio::sync::Mutex::new(()),
+    });
+    println!("export DOCKER_HOST=unix://{}", a.listen.display());
+    tracing::info!(listen = %a.listen.display(), upstream = %a.upstream.display(), workspace = %workspace.display(), "dockwarden proxy ready");
+    let opts = Options {
+        header_timeout: Duration::from_secs(a.header_timeout),
+        max_connections: a.max_connections,
+        ..Options::default()
+    };
+    let res = proxy::run(listener, shared, opts, shutdown_signal()).await;
+    let _ = std::fs::remove_file(&a.listen);
+    res.context("serving")
+}

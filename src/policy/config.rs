@@ -1,0 +1,124 @@
+//! The policy file: TOML, with the default compiled in. Knobs can tighten the policy or tune
+//! limits; nothing in the file can switch off a rule the mission forbids.
+
+use serde::Deserialize;
+
+/// The embedded default policy (`policy/default.toml`).
+pub const DEFAULT_POLICY: &str = include_str!("../../policy/default.toml");
+
+/// Why a policy file was refused at start-up.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid policy file: {0}")]
+    Parse(#[from] toml::de::Error),
+    #[error("invalid policy file: {0}")]
+    Invalid(String),
+}
+
+/// The loaded policy.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// Largest JSON body the proxy reads for a decision, in bytes.
+    pub max_json_body: usize,
+    /// Lowest API version the proxy accepts (older versions have legacy decode paths).
+    pub min_api_version: String,
+    pub limits: Limits,
+    pub ports: Ports,
+    pub network: Network,
+    pub sysctls: Sysctls,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Most containers the daemon may hold (all of them, not only the proxy's).
+    pub max_containers: u64,
+    /// Share of the machine's memory and process capacity for all containers together.
+    pub share: f64,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Ports {
+    /// The address published ports are bound to.
+    pub bind_address: String,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Network {
+    pub min_mtu: u32,
+    pub max_mtu: u32,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Sysctls {
+    /// Namespaced sysctls a container may set (exact names or prefixes ending in `.`).
+    pub allow: Vec<String>,
+}
+
+impl Policy {
+    /// Parses and validates a policy file.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let p: Policy = toml::from_str(text)?;
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// The embedded default.
+    pub fn default_policy() -> Self {
+        // INVARIANT: the embedded file is validated by a unit test.
+        Self::from_toml(DEFAULT_POLICY).unwrap_or_else(|e| panic!("embedded policy is invalid: {e}"))
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: &str| Err(ConfigError::Invalid(m.to_owned()));
+        if crate::api::version::ApiVersion::parse(&self.min_api_version)
+            .is_none_or(|v| v.less_than(&crate::api::version::ApiVersion::new(1, 24)))
+        {
+            return bad("`min_api_version` must be a version of at least 1.24");
+        }
+        if !(1..=64 * 1024 * 1024).contains(&self.max_json_body) {
+            return bad("`max_json_body` must be between 1 byte and 64 MiB");
+        }
+        if !(self.limits.share > 0.0 && self.limits.share <= 1.0) {
+            return bad("`limits.share` must be in (0, 1]");
+        }
+        if self.limits.max_containers == 0 {
+            return bad("`limits.max_containers` must be at least 1");
+        }
+        let loopback = self.ports.bind_address.parse::<std::net::IpAddr>().map(|ip| ip.is_loopback());
+        if loopback != Ok(true) {
+            return bad("`ports.bind_address` must be a loopback address");
+        }
+        if self.network.min_mtu < 68 || self.network.max_mtu > 65535 || self.network.min_mtu > self.network.max_mtu {
+            return bad("`network.min_mtu`..`network.max_mtu` must lie within 68..65535");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_policy_is_valid() {
+        let p = Policy::from_toml(DEFAULT_POLICY).expect("default policy parses");
+        assert_eq!(p.limits.max_containers, 64);
+    }
+
+    #[test]
+    fn a_policy_cannot_publish_on_a_public_address() {
+        let text = DEFAULT_POLICY.replace("bind_address = \"127.0.0.1\"", "bind_address = \"0.0.0.0\"");
+        assert!(Policy::from_toml(&text).is_err());
+    }
+
+    #[test]
+    fn unknown_keys_refuse_startup() {
+        let text = format!("{DEFAULT_POLICY}\nallow_privileged = true\n");
+        assert!(Policy::from_toml(&text).is_err());
+    }
+}

@@ -1,0 +1,127 @@
+//! The exhaustive per-endpoint decision: every [`Endpoint`] variant appears in each `match`
+//! below with no wildcard arm, so a new endpoint does not compile until it is classified.
+
+use super::{build, container, limits, network, volume};
+use super::{BodyNeed, Denial, FactQuery, Facts, Permitted, Policy, Request};
+use crate::api::route::Endpoint as E;
+use crate::api::version::ApiVersion;
+
+/// Endpoints whose JSON body the policy reads whole.
+pub fn body_need(e: &E) -> BodyNeed {
+    match e {
+        E::ContainerCreate
+        | E::ContainerUpdate(_)
+        | E::ContainerStart(_)
+        | E::ExecCreate(_)
+        | E::NetworkCreate
+        | E::NetworkConnect(_)
+        | E::VolumeCreate => BodyNeed::Json,
+        _ => BodyNeed::Stream,
+    }
+}
+
+/// The facts each endpoint needs.
+pub fn needs(req: &Request, policy: &Policy) -> Result<Vec<FactQuery>, Denial> {
+    match &req.route.endpoint {
+        E::ContainerCreate => container::needs_create(req, policy),
+        E::ContainerUpdate(_) => Ok(Vec::new()),
+        E::NetworkCreate => Ok(Vec::new()),
+        E::NetworkConnect(id) => network::needs_connect(req, id),
+        E::VolumeCreate => volume::needs_create(req),
+        _ => Ok(Vec::new()),
+    }
+}
+
+fn deny(rule: &'static str, msg: &str) -> Result<Permitted, Denial> {
+    Err(Denial::new(rule, msg))
+}
+
+fn check_version(req: &Request, policy: &Policy) -> Result<(), Denial> {
+    let floor = ApiVersion::parse(&policy.min_api_version).unwrap_or_else(|| ApiVersion::new(1, 24));
+    match &req.route.version {
+        Some(v) if v.less_than(&floor) => Err(Denial::new(
+            "api.version",
+            format!("API version `{v}` is older than the supported minimum `{floor}`"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Decides one request. Every variant is listed; unknown endpoints are refused.
+pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted, Denial> {
+    if req.route.endpoint != E::Unknown {
+        check_version(req, policy)?;
+    }
+    let allow = || Ok(Permitted::allow(req));
+    match &req.route.endpoint {
+        // Read-only and stream endpoints on objects: no host privilege is reachable through them.
+        E::ContainerList
+        | E::ContainerArchiveHead(_)
+        | E::ContainerExport(_)
+        | E::ContainerChanges(_)
+        | E::ContainerInspect(_)
+        | E::ContainerTop(_)
+        | E::ContainerLogs(_)
+        | E::ContainerStats(_)
+        | E::ContainerAttachWs(_)
+        | E::ExecInspect(_)
+        | E::ContainerArchiveGet(_)
+        | E::ContainerKill(_)
+        | E::ContainerPause(_)
+        | E::ContainerUnpause(_)
+        | E::ContainerStop(_)
+        | E::ContainerWait(_)
+        | E::ContainerResize(_)
+        | E::ContainerAttach(_)
+        | E::ExecStart(_)
+        | E::ExecResize(_)
+        | E::ContainerRename(_)
+        | E::ContainerArchivePut(_)
+        | E::ContainerDelete(_)
+        | E::Commit => allow(),
+        E::ContainerRestart(_) => allow(),
+        E::ContainerStart(_) => container::decide_start(req),
+        E::ContainerCreate => container::decide_create(req, facts, policy),
+        E::ContainerUpdate(_) => container::decide_update(req, facts, policy),
+        E::ExecCreate(_) => container::decide_exec(req),
+        E::ContainerCopy(_) => deny("container.copy_legacy", "the legacy copy endpoint is not available"),
+        E::ImageList
+        | E::ImageSearch
+        | E::ImageGetAll
+        | E::ImageGet(_)
+        | E::ImageHistory(_)
+        | E::ImageInspect(_)
+        | E::ImageAttestations(_)
+        | E::ImageLoad
+        | E::ImagePush(_)
+        | E::ImageTag(_)
+        | E::ImageDelete(_) => allow(),
+        E::ImageCreate => match req.query.get("fromSrc") {
+            Some(src) if src != "-" => deny("image.import_url", "importing an image from a URL is not allowed"),
+            _ => allow(),
+        },
+        E::ContainerPrune | E::ImagePrune | E::VolumePrune | E::NetworkPrune | E::BuildPrune => {
+            deny("system.prune", "prune acts on every object of the daemon and is not allowed")
+        }
+        E::Ping | E::PingHead | E::Events | E::Info | E::Version | E::SystemDf | E::Auth => allow(),
+        E::Options => deny("route.unknown", "OPTIONS requests are not served"),
+        E::VolumeList | E::VolumeInspect(_) | E::VolumeDelete(_) => allow(),
+        E::VolumeCreate => volume::decide_create(req, facts, policy),
+        E::VolumeUpdate(_) => deny("system.swarm", "cluster volumes belong to swarm mode"),
+        E::Build | E::BuildCancel => build::decide_build(req, policy),
+        E::Session | E::Grpc => build::decide_buildkit(req),
+        E::Swarm => deny("system.swarm", "swarm mode is not available"),
+        E::PluginList | E::PluginInspect(_) | E::PluginPrivileges => allow(),
+        E::PluginMutate => deny("system.plugin", "installing or changing plugins is not allowed"),
+        E::Distribution(_) => deny("system.distribution", "distribution inspection is not available"),
+        E::CheckpointList(_) | E::CheckpointCreate(_) | E::CheckpointDelete(_, _) => {
+            deny("system.checkpoint", "checkpoints are not available")
+        }
+        E::NetworkList | E::NetworkInspect(_) | E::NetworkDisconnect(_) | E::NetworkDelete(_) => allow(),
+        E::NetworkCreate => network::decide_create(req, policy),
+        E::NetworkConnect(_) => network::decide_connect(req, facts, policy),
+        E::Debug => deny("system.debug", "the daemon's debug endpoints are not available"),
+        E::Unknown => deny("route.unknown", "this endpoint is not available"),
+    }
+    .and_then(|p| limits::apply(req, facts, policy, p))
+}

@@ -1,0 +1,101 @@
+//! Facts the policy needs but cannot compute itself: host-path resolutions and daemon
+//! look-ups. The proxy gathers them (see `crate::proxy::facts`) before calling `decide`.
+
+use std::collections::BTreeMap;
+
+use crate::api::json::Json;
+
+/// One fact to gather before deciding.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FactQuery {
+    /// Resolve a host path beneath the workspace, with no symlink in any component.
+    HostPath(String),
+    /// Inspect a container by reference (ID, name or prefix), as the daemon resolves it.
+    Container(String),
+    /// Inspect a network by reference.
+    Network(String),
+    /// Inspect a volume by name.
+    Volume(String),
+    /// Inspect an image (for its exposed ports).
+    Image(String),
+    /// Count every container the daemon has.
+    ContainerCount,
+}
+
+/// What resolving a host path found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostPathFact {
+    /// Beneath the workspace, no symlinks, and it exists (file or directory).
+    Inside { is_dir: bool },
+    /// Beneath the workspace lexically, but (part of) it does not exist.
+    Missing,
+    /// The path resolves outside the workspace.
+    Outside,
+    /// A component of the path is a symlink.
+    ThroughSymlink,
+    /// The daemon socket or the proxy's own socket.
+    DockerSocket,
+    /// It could not be resolved (permission, I/O error, bad bytes).
+    Unusable(String),
+}
+
+/// A container as the daemon reports it (`GET /containers/{id}/json`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerFact {
+    pub id: String,
+    /// The stored `HostConfig`, re-checked by the same rules when another container joins it.
+    pub host_config: Json,
+    /// The container's `Config.Labels`.
+    pub labels: Vec<(String, String)>,
+}
+
+/// A network as the daemon reports it (`GET /networks/{id}`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetworkFact {
+    pub id: String,
+    pub name: String,
+    pub driver: String,
+    pub options: Vec<(String, String)>,
+    /// The full inspect body, for rules that need more.
+    pub raw: Json,
+}
+
+/// A volume as the daemon reports it (`GET /volumes/{name}`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VolumeFact {
+    pub name: String,
+    pub driver: String,
+    pub options: Vec<(String, String)>,
+}
+
+/// An image's configuration, as far as the policy needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageFact {
+    pub exposed_ports: Vec<String>,
+}
+
+/// Where this proxy runs: fixed at start-up.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Environment {
+    /// The workspace checkout, canonical (no symlinks).
+    pub workspace: String,
+    /// The proxy's listening socket, which a container gets in place of the daemon's.
+    pub proxy_socket: String,
+    /// The daemon's socket path(s) as a container might name them.
+    pub daemon_sockets: Vec<String>,
+    /// The cgroup parent every container is placed under, when the budget is on.
+    pub cgroup_parent: Option<String>,
+}
+
+/// Gathered facts. A missing entry means "not gathered", which rules treat as a denial.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    pub env: Environment,
+    pub host_paths: BTreeMap<String, HostPathFact>,
+    /// `None` means the daemon answered 404 for that reference.
+    pub containers: BTreeMap<String, Option<ContainerFact>>,
+    pub networks: BTreeMap<String, Option<NetworkFact>>,
+    pub volumes: BTreeMap<String, Option<VolumeFact>>,
+    pub images: BTreeMap<String, Option<ImageFact>>,
+    pub container_count: Option<u64>,
+}

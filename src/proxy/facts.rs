@@ -1,0 +1,115 @@
+//! Gathers the facts the policy asked for: host-path resolutions and daemon look-ups.
+
+use std::path::Path;
+
+use http_body_util::BodyExt;
+
+use super::body;
+use super::upstream::{self, Upstream};
+use crate::api::json::{self, Json};
+use crate::policy::facts::{ContainerFact, Facts, ImageFact, NetworkFact, VolumeFact};
+use crate::policy::FactQuery;
+
+/// Why a fact could not be gathered; the request is refused (never allowed) when this happens.
+#[derive(Debug, thiserror::Error)]
+pub enum FactError {
+    #[error("daemon look-up `{what}` failed: {reason}")]
+    Daemon { what: String, reason: String },
+}
+
+/// Percent-encodes one path segment for a daemon look-up.
+fn seg(s: &str) -> String {
+    s.bytes()
+        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~:".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect()
+}
+
+/// GETs a daemon path. `Ok(None)` is a 404.
+pub async fn daemon_get(up: &Upstream, path: &str) -> Result<Option<Json>, FactError> {
+    let err = |reason: String| FactError::Daemon { what: path.to_owned(), reason };
+    let uri = upstream::uri(path).map_err(|e| err(e.to_string()))?;
+    let req = http::Request::get(uri).body(body::empty()).map_err(|e| err(e.to_string()))?;
+    let resp = up.request(req).await.map_err(|e| err(e.to_string()))?;
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.map_err(|e| err(e.to_string()))?.to_bytes();
+    if status == http::StatusCode::NOT_FOUND {
+        return Ok(None);
+    }
+    if !status.is_success() {
+        return Err(err(format!("status {status}")));
+    }
+    json::parse(&bytes).map(Some).map_err(|e| err(e.to_string()))
+}
+
+fn str_pairs(o: Option<&json::Object>, field: &str) -> Vec<(String, String)> {
+    o.and_then(|o| o.str_map(field).ok().flatten()).unwrap_or_default()
+}
+
+fn text(o: Option<&json::Object>, field: &str) -> String {
+    o.and_then(|o| o.str(field).ok().flatten()).unwrap_or_default().to_owned()
+}
+
+/// Gathers every queried fact into `facts`.
+pub async fn gather(up: &Upstream, qs: Vec<FactQuery>, facts: &mut Facts) -> Result<(), FactError> {
+    for q in qs {
+        match q {
+            FactQuery::HostPath(p) => {
+                let ws = facts.env.workspace.clone();
+                let mut sockets = facts.env.daemon_sockets.clone();
+                sockets.push(facts.env.proxy_socket.clone());
+                let p2 = p.clone();
+                let fact = tokio::task::spawn_blocking(move || crate::hostfs::resolve(Path::new(&ws), &p2, &sockets))
+                    .await
+                    .map_err(|e| FactError::Daemon { what: p.clone(), reason: e.to_string() })?;
+                facts.host_paths.insert(p, fact);
+            }
+            FactQuery::Container(r) => {
+                let v = daemon_get(up, &format!("/containers/{}/json", seg(&r))).await?;
+                let fact = v.as_ref().and_then(Json::as_object).map(|o| ContainerFact {
+                    id: text(Some(o), "Id"),
+                    host_config: o.get("HostConfig").cloned().unwrap_or(Json::Null),
+                    labels: str_pairs(o.object("Config").ok().flatten(), "Labels"),
+                });
+                facts.containers.insert(r, fact);
+            }
+            FactQuery::Network(r) => {
+                let v = daemon_get(up, &format!("/networks/{}", seg(&r))).await?;
+                let fact = v.as_ref().and_then(Json::as_object).map(|o| NetworkFact {
+                    id: text(Some(o), "Id"),
+                    name: text(Some(o), "Name"),
+                    driver: text(Some(o), "Driver"),
+                    options: str_pairs(Some(o), "Options"),
+                    raw: Json::Object(o.clone()),
+                });
+                facts.networks.insert(r, fact);
+            }
+            FactQuery::Volume(r) => {
+                let v = daemon_get(up, &format!("/volumes/{}", seg(&r))).await?;
+                let fact = v.as_ref().and_then(Json::as_object).map(|o| VolumeFact {
+                    name: text(Some(o), "Name"),
+                    driver: text(Some(o), "Driver"),
+                    options: str_pairs(Some(o), "Options"),
+                });
+                facts.volumes.insert(r, fact);
+            }
+            FactQuery::Image(r) => {
+                let v = daemon_get(up, &format!("/images/{}/json", seg(&r))).await?;
+                let fact = v.as_ref().and_then(Json::as_object).map(|o| {
+                    let cfg = o.object("Config").ok().flatten();
+                    let ports = cfg.and_then(|c| c.object("ExposedPorts").ok().flatten());
+                    ImageFact { exposed_ports: ports.map(|p| p.entries().map(|(k, _)| k.to_owned()).collect()).unwrap_or_default() }
+                });
+                facts.images.insert(r, fact);
+            }
+            FactQuery::ContainerCount => {
+                let v = daemon_get(up, "/containers/json?all=1").await?;
+                let n = match v {
+                    Some(Json::Array(a)) => a.len() as u64,
+                    _ => return Err(FactError::Daemon { what: "container count".into(), reason: "unexpected answer".into() }),
+                };
+                facts.container_count = Some(n);
+            }
+        }
+    }
+    Ok(())
+}

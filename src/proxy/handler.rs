@@ -1,0 +1,238 @@
+//! One request through the pipeline: frame checks → route → body → decode → facts → decide →
+//! forward → audit.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Version, header};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use tracing::Instrument;
+
+use super::audit::{Peer, Record, now_rfc3339};
+use super::body::{self, ProxyBody};
+use super::error::ProxyError;
+use super::server::Shared;
+use super::upstream;
+use crate::api::json;
+use crate::api::path::{CanonicalPath, PathError};
+use crate::api::query::Query;
+use crate::api::route::{self, Endpoint, Route};
+use crate::policy::{self, BodyNeed, Denial, Facts, Verdict};
+
+/// Hop-by-hop headers never forwarded as-is.
+const HOP: &[&str] = &["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "proxy-authenticate", "proxy-authorization"];
+
+/// Entry point from hyper. Never fails: errors become Docker-style responses.
+pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>, peer: Peer) -> Result<Response<ProxyBody>, std::convert::Infallible> {
+    let span = tracing::info_span!("request", http.method = %req.method(), http.path = %req.uri().path());
+    Ok(handle_inner(req, shared, peer).instrument(span).await.unwrap_or_else(ProxyError::into_response))
+}
+
+struct Audit<'a> {
+    shared: &'a Shared,
+    peer: Peer,
+    method: String,
+    path: String,
+}
+
+impl Audit<'_> {
+    fn log(&self, route: Option<&Route>, decision: &str, verdict: Option<&Verdict>) {
+        let rules = verdict.map(Verdict::rule_ids).unwrap_or_default();
+        let rewrites = match verdict {
+            Some(Verdict::Allow(p)) => p.rewrites().iter().map(|r| format!("{}: {}", r.rule, r.what)).collect(),
+            _ => Vec::new(),
+        };
+        let endpoint = route.map(|r| r.endpoint.name()).unwrap_or_else(|| "Unclassified".into());
+        self.shared.audit.write(&Record {
+            time: now_rfc3339(),
+            peer: self.peer,
+            method: &self.method,
+            path: &self.path,
+            api_version: route.and_then(|r| r.version.as_ref()).map(|v| v.as_str()),
+            endpoint: &endpoint,
+            decision,
+            rules,
+            rewrites,
+        });
+    }
+}
+
+/// Refuses framing that Go's server and ours could read differently.
+fn check_framing(req: &Request<Incoming>) -> Result<(), ProxyError> {
+    let h = req.headers();
+    let te = h.get_all(header::TRANSFER_ENCODING).iter().count();
+    let cl = h.get_all(header::CONTENT_LENGTH).iter().count();
+    if te > 0 && cl > 0 {
+        return Err(ProxyError::BadRequest("both Content-Length and Transfer-Encoding are set".into()));
+    }
+    if cl > 1 {
+        return Err(ProxyError::BadRequest("more than one Content-Length header".into()));
+    }
+    if te > 1 || h.get(header::TRANSFER_ENCODING).is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"chunked")) {
+        return Err(ProxyError::BadRequest("only a single `Transfer-Encoding: chunked` is accepted".into()));
+    }
+    if req.version() != Version::HTTP_11 && te > 0 {
+        return Err(ProxyError::BadRequest("Transfer-Encoding on an HTTP/1.0 request".into()));
+    }
+    if req.uri().scheme().is_some() || req.uri().authority().is_some() {
+        return Err(ProxyError::BadRequest("absolute-form request targets are not accepted".into()));
+    }
+    let ct = h.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
+    if ct.starts_with("application/x-www-form-urlencoded") || ct.starts_with("multipart/form-data") {
+        return Err(Denial::new("request.form_body", "form-encoded request bodies are not accepted").into());
+    }
+    Ok(())
+}
+
+fn classify(req: &Request<Incoming>) -> Result<(Route, Query), ProxyError> {
+    let path = CanonicalPath::parse(req.uri().path()).map_err(|e| match e {
+        PathError::BadEscape | PathError::BadBytes | PathError::NotOriginForm => ProxyError::BadRequest(e.to_string()),
+        PathError::ShapeChangingEscape | PathError::NotClean => Denial::new("route.noncanonical", e.to_string()).into(),
+    })?;
+    let query = Query::parse(req.uri().query()).map_err(|e| Denial::new("request.query.invalid", e.to_string()))?;
+    Ok((route::classify(req.method().as_str(), &path), query))
+}
+
+/// Reads a JSON body whole, under the cap.
+async fn read_json_body(b: Incoming, cap: usize) -> Result<Bytes, ProxyError> {
+    match Limited::new(b, cap).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ProxyError::TooLarge(cap)),
+        Err(e) => Err(ProxyError::BadRequest(format!("cannot read the request body: {e}"))),
+    }
+}
+
+async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Peer) -> Result<Response<ProxyBody>, ProxyError> {
+    let audit = Audit { shared: &shared, peer, method: req.method().to_string(), path: req.uri().path().to_owned() };
+    let (route, query) = match check_framing(&req).and_then(|()| classify(&req)) {
+        Ok(x) => x,
+        Err(e) => {
+            let d = if let ProxyError::Denied(d) = &e { Some(Verdict::Deny(d.clone())) } else { None };
+            audit.log(None, "deny", d.as_ref());
+            return Err(e);
+        }
+    };
+    // Hold the create lock from counting to the daemon's answer (the container cap).
+    let _create_guard = if route.endpoint == Endpoint::ContainerCreate { Some(shared.create_lock.lock().await) } else { None };
+    let need = policy::body_need(&route.endpoint);
+    let mut stream_body = None;
+    let mut raw_body = Bytes::new();
+    let upgrade = if route.endpoint.hijacks() { Some(hyper::upgrade::on(&mut req)) } else { None };
+    let (parts, incoming) = req.into_parts();
+    match need {
+        BodyNeed::Json => raw_body = read_json_body(incoming, shared.policy.max_json_body).await?,
+        BodyNeed::Stream => stream_body = Some(incoming),
+    }
+    let decoded = if raw_body.iter().all(u8::is_ascii_whitespace) { None } else { Some(json::parse(&raw_body)) };
+    let pre = policy::Request {
+        method: parts.method.to_string(),
+        route: route.clone(),
+        query,
+        body: None,
+        has_body: !raw_body.is_empty(),
+    };
+    let verdict = match decoded {
+        Some(Err(e)) => Verdict::Deny(Denial::from(e)),
+        other => {
+            let preq = policy::Request { body: other.and_then(Result::ok), ..pre };
+            decide_with_facts(&shared, &preq).await?
+        }
+    };
+    let permitted = match verdict {
+        Verdict::Allow(ref p) => {
+            audit.log(Some(&route), "allow", Some(&verdict));
+            tracing::debug!(docker.endpoint = %route.endpoint.name(), "allowed");
+            Some(p.clone())
+        }
+        Verdict::Deny(ref d) if shared.dry_run => {
+            audit.log(Some(&route), "would-deny", Some(&verdict));
+            tracing::warn!(rule.id = d.rule, "DRY RUN: would deny, forwarding anyway: {}", d.message);
+            None
+        }
+        Verdict::Deny(d) => {
+            audit.log(Some(&route), "deny", Some(&Verdict::Deny(d.clone())));
+            tracing::info!(rule.id = d.rule, docker.endpoint = %route.endpoint.name(), "denied: {}", d.message);
+            return Err(d.into());
+        }
+    };
+    let fwd_body = match (permitted.as_ref().and_then(|p| p.body()), stream_body) {
+        (Some(j), _) => body::full(j.to_bytes()),
+        (None, Some(s)) => s.boxed(),
+        (None, None) => body::full(raw_body),
+    };
+    let query = permitted.as_ref().and_then(|p| p.query()).map(Query::encode);
+    forward(&shared, parts, query, fwd_body, upgrade).await
+}
+
+async fn decide_with_facts(shared: &Shared, req: &policy::Request) -> Result<Verdict, ProxyError> {
+    let qs = match policy::needs(req, &shared.policy) {
+        Ok(q) => q,
+        Err(d) => return Ok(Verdict::Deny(d)),
+    };
+    let mut facts = Facts { env: shared.env.clone(), ..Facts::default() };
+    super::facts::gather(&shared.upstream, qs, &mut facts)
+        .await
+        .map_err(|e| ProxyError::Upstream { socket: shared.upstream_path.clone(), reason: e.to_string() })?;
+    Ok(policy::decide(req, &facts, &shared.policy))
+}
+
+fn forward_headers(src: &HeaderMap, upgrade: bool) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    for (k, v) in src {
+        if HOP.contains(&k.as_str()) || k == header::CONTENT_LENGTH {
+            continue;
+        }
+        out.append(k.clone(), v.clone());
+    }
+    if upgrade {
+        if let Some(u) = src.get(header::UPGRADE) {
+            out.insert(header::UPGRADE, u.clone());
+            out.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+        }
+    }
+    out
+}
+
+async fn forward(
+    shared: &Shared,
+    parts: http::request::Parts,
+    query: Option<String>,
+    fwd_body: ProxyBody,
+    upgrade: Option<hyper::upgrade::OnUpgrade>,
+) -> Result<Response<ProxyBody>, ProxyError> {
+    let pq = match query.as_deref().or(parts.uri.query()) {
+        Some(q) if !q.is_empty() => format!("{}?{}", parts.uri.path(), q),
+        _ => parts.uri.path().to_owned(),
+    };
+    let internal = |e: http::Error| ProxyError::Internal(e.to_string());
+    let mut up = Request::builder().method(parts.method.clone()).uri(upstream::uri(&pq).map_err(internal)?);
+    if let Some(h) = up.headers_mut() {
+        *h = forward_headers(&parts.headers, upgrade.is_some());
+    }
+    let up = up.body(fwd_body).map_err(internal)?;
+    let mut resp = shared.upstream.request(up).await.map_err(|e| ProxyError::Upstream {
+        socket: shared.upstream_path.clone(),
+        reason: e.to_string(),
+    })?;
+    if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+        let Some(client_up) = upgrade else {
+            return Err(ProxyError::Internal("daemon switched protocols on a non-hijack endpoint".into()));
+        };
+        let daemon_up = hyper::upgrade::on(&mut resp);
+        tokio::spawn(async move {
+            match (client_up.await, daemon_up.await) {
+                (Ok(c), Ok(d)) => super::tunnel::relay(c, d).await,
+                (c, d) => tracing::debug!(client = ?c.err(), daemon = ?d.err(), "upgrade failed"),
+            }
+        });
+        let (p, _) = resp.into_parts();
+        return Ok(Response::from_parts(p, body::empty()));
+    }
+    let (mut p, b) = resp.into_parts();
+    for h in HOP {
+        p.headers.remove(*h);
+    }
+    let _ = Method::GET;
+    Ok(Response::from_parts(p, b.boxed()))
+}

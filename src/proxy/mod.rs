@@ -1,0 +1,13 @@
+//! The transport: accept on the Unix socket, classify, read what the policy needs, decide,
+//! forward a [`crate::policy::Permitted`] request upstream, tunnel after a protocol switch.
+
+pub mod audit;
+pub mod body;
+pub mod error;
+pub mod facts;
+pub mod handler;
+pub mod server;
+pub mod tunnel;
+pub mod upstream;
+
+pub use server::{run, Options, Shared};

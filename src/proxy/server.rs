@@ -1,0 +1,120 @@
+//! Accept loop: connection limits, peer credentials, HTTP/1.1 with upgrades, graceful shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::UnixListener;
+use tokio::sync::Semaphore;
+use tracing::Instrument;
+
+use super::audit::{AuditLog, Peer};
+use super::upstream::Upstream;
+use crate::policy::Policy;
+use crate::policy::facts::Environment;
+
+/// State shared by every connection.
+pub struct Shared {
+    pub policy: Policy,
+    pub upstream: Upstream,
+    pub upstream_path: String,
+    pub audit: AuditLog,
+    pub dry_run: bool,
+    pub env: Environment,
+    /// Serialises count-and-create so concurrent creates cannot overshoot the container cap.
+    pub create_lock: tokio::sync::Mutex<()>,
+}
+
+/// Transport limits.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Time a client has to send a complete request head (also bounds idle keep-alive).
+    pub header_timeout: Duration,
+    /// Most connections served at once; more wait in the kernel backlog.
+    pub max_connections: usize,
+    /// How long in-flight requests may run after shutdown begins.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Serves until `shutdown` completes, then drains connections within the grace period.
+pub async fn run(
+    listener: UnixListener,
+    shared: Arc<Shared>,
+    opts: Options,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    // Each connection task holds a clone of `done_tx`; once all are dropped, `done_rx` ends.
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::channel::<()>(1);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let slots = Arc::new(Semaphore::new(opts.max_connections));
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            () = &mut shutdown => break,
+            p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+        };
+        let stream = tokio::select! {
+            () = &mut shutdown => break,
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let peer = stream
+            .peer_cred()
+            .map(|c| Peer { uid: Some(c.uid()), gid: Some(c.gid()), pid: c.pid() })
+            .unwrap_or_default();
+        let shared = shared.clone();
+        let svc = service_fn(move |req| super::handler::handle(req, shared.clone(), peer));
+        let conn = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(opts.header_timeout)
+            .keep_alive(true)
+            .serve_connection(TokioIo::new(stream), svc)
+            .with_upgrades();
+        let span = tracing::info_span!("conn", peer.uid = ?peer.uid, peer.pid = ?peer.pid);
+        let (done, mut stop) = (done_tx.clone(), stop_rx.clone());
+        tokio::spawn(
+            async move {
+                tokio::pin!(conn);
+                let res = tokio::select! {
+                    r = conn.as_mut() => r,
+                    () = async { let _ = stop.wait_for(|s| *s).await; } => {
+                        conn.as_mut().graceful_shutdown();
+                        conn.await
+                    }
+                };
+                if let Err(e) = res {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                drop((permit, done));
+            }
+            .instrument(span),
+        );
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    drop(done_tx);
+    tokio::select! {
+        _ = done_rx.recv() => tracing::info!("all connections drained"),
+        () = tokio::time::sleep(opts.shutdown_grace) => tracing::warn!("shutdown grace period ended with connections open"),
+    }
+    Ok(())
+}
