@@ -10,3 +10,11 @@ fn cli_runs_a_container_through_the_proxy() {
     assert_eq!(out, "hello");
     assert!(p.audit_log().contains("\"endpoint\":\"ContainerCreate\""));
 }
+
+#[test]
+fn private_daemon_starts_and_restarts() {
+    let mut d = PrivateDaemon::start("smoke");
+    assert_eq!(ok(d.cli(&["run", "--rm", IMAGE, "echo", "x"])), "x");
+    d.restart();
+    assert_eq!(ok(d.cli(&["run", "--rm", IMAGE, "echo", "y"])), "y");
+}

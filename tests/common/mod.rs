@@ -55,11 +55,16 @@ impl Proxy {
 
     /// Starts the proxy for an existing workspace directory inside `dir`.
     pub fn start_in(dir: tempfile::TempDir, workspace: PathBuf, extra: &[&str]) -> Proxy {
+        Self::start_with_upstream(dir, workspace, DAEMON, extra)
+    }
+
+    /// Starts the proxy in front of another daemon socket (e.g. a [`PrivateDaemon`]).
+    pub fn start_with_upstream(dir: tempfile::TempDir, workspace: PathBuf, upstream: &str, extra: &[&str]) -> Proxy {
         let root = dir.path().canonicalize().expect("canonical tempdir");
         let socket = root.join("docker.sock");
         let audit = root.join("audit.log");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_dockwarden"));
-        cmd.arg("proxy").arg("--listen").arg(&socket).arg("--workspace").arg(&workspace);
+        cmd.arg("proxy").arg("--listen").arg(&socket).arg("--workspace").arg(&workspace).arg("--upstream").arg(upstream);
         cmd.arg("--audit-log").arg(&audit).args(extra);
         cmd.stdout(Stdio::null()).stderr(Stdio::from(
             std::fs::File::create(root.join("proxy.log")).expect("log file"),
@@ -212,4 +217,89 @@ pub fn daemon_inspect(id: &str) -> serde_json::Value {
 /// Removes a container through the daemon, ignoring errors (cleanup).
 pub fn force_remove(id: &str) {
     let _ = daemon(&["rm", "-f", "-v", id]);
+}
+
+/// A second dockerd with its own socket, data root, containerd and network namespace
+/// (`unshare --net`, so its bridge and iptables rules never touch the main daemon's), for tests
+/// that must restart the daemon or count every container without other tests interfering.
+pub struct PrivateDaemon {
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+    child: Option<Child>,
+}
+
+impl PrivateDaemon {
+    /// Starts a private daemon under `/tmp/dwpd-<name>` and imports the test image into it.
+    pub fn start(name: &str) -> PrivateDaemon {
+        let dir = PathBuf::from(format!("/tmp/dwpd-{name}"));
+        let _ = std::fs::create_dir_all(&dir);
+        let socket = dir.join("d.sock");
+        let mut d = PrivateDaemon { dir, socket, child: None };
+        d.spawn();
+        let status = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/make-test-image.sh"))
+            .env("DOCKER_HOST", d.host())
+            .status()
+            .expect("run make-test-image.sh");
+        assert!(status.success(), "importing the test image into the private daemon");
+        d
+    }
+
+    pub fn host(&self) -> String {
+        format!("unix://{}", self.socket.display())
+    }
+
+    fn spawn(&mut self) {
+        let d = &self.dir;
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(d.join("dockerd.log")).expect("log");
+        let child = Command::new("unshare")
+            .args(["--net", "dockerd"])
+            .arg("--host").arg(self.host())
+            .arg("--data-root").arg(d.join("root"))
+            .arg("--exec-root").arg(d.join("exec"))
+            .arg("--pidfile").arg(d.join("dockerd.pid"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("spawn private dockerd");
+        self.child = Some(child);
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(60) {
+            if self.cli(&["version"]).status.success() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!("private dockerd did not start; see {}", d.join("dockerd.log").display());
+    }
+
+    /// Stops the daemon (SIGTERM, as systemd would) and starts it again with the same state.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+            let _ = c.wait();
+        }
+    }
+
+    /// The CLI pointed straight at this daemon.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        let cli = cli28().or(cli2010()).expect("a docker CLI");
+        let mut c = Command::new(cli);
+        c.env("DOCKER_HOST", self.host()).args(args);
+        run_with_timeout(&mut c, None, Duration::from_secs(120))
+    }
+}
+
+impl Drop for PrivateDaemon {
+    fn drop(&mut self) {
+        let ids = stdout(&self.cli(&["ps", "-aq"]));
+        for id in ids.lines() {
+            let _ = self.cli(&["rm", "-f", "-v", id]);
+        }
+        self.stop();
+    }
 }
