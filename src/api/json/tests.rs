@@ -63,3 +63,14 @@ fn canonical_bytes_round_trip() {
     assert_eq!(v.to_bytes(), br#"{"B":[1,"x",null,{"c":true}],"A":-3}"#.to_vec());
     assert_eq!(parse(&v.to_bytes()), Ok(v));
 }
+
+/// Found by tests/go_differential.rs: Go reads `"Memory": -0` as 0, serde_json hands us -0.0.
+/// We refuse it (never a wrong value), since `-0.0` — which Go refuses — looks the same.
+#[test]
+fn differential_negative_zero_integer_is_refused() {
+    let o = obj(r#"{"Memory": -0, "Zero": 0, "Neg": -1, "NegFloatZero": -0.0}"#);
+    assert!(o.int("Memory").is_err());
+    assert!(o.int("NegFloatZero").is_err());
+    assert_eq!(o.int("Zero"), Ok(Some(0)));
+    assert_eq!(o.int("Neg"), Ok(Some(-1)));
+}
