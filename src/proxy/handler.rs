@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Version, header};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Version, header};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use tracing::Instrument;
@@ -12,7 +12,8 @@ use tracing::Instrument;
 use super::audit::{Peer, Record, now_rfc3339};
 use super::body::{self, ProxyBody};
 use super::error::ProxyError;
-use super::server::Shared;
+use super::server::{ConnInfo, Shared};
+use std::sync::atomic::Ordering;
 use super::upstream;
 use crate::api::json;
 use crate::api::path::{CanonicalPath, PathError};
@@ -24,9 +25,18 @@ use crate::policy::{self, BodyNeed, Denial, Facts, Verdict};
 const HOP: &[&str] = &["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "proxy-authenticate", "proxy-authorization"];
 
 /// Entry point from hyper. Never fails: errors become Docker-style responses.
-pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>, peer: Peer) -> Result<Response<ProxyBody>, std::convert::Infallible> {
+pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>, conn: Arc<ConnInfo>) -> Result<Response<ProxyBody>, std::convert::Infallible> {
     let span = tracing::info_span!("request", http.method = %req.method(), http.path = %req.uri().path());
-    Ok(handle_inner(req, shared, peer).instrument(span).await.unwrap_or_else(ProxyError::into_response))
+    let index = conn.requests.fetch_add(1, Ordering::SeqCst);
+    if conn.verdicts.is_ambiguous(index) {
+        let e = ProxyError::BadRequest("ambiguous framing: Content-Length with Transfer-Encoding, or repeated Content-Length".into());
+        tracing::info!(peer.uid = ?conn.peer.uid, "refused a request with ambiguous framing");
+        let mut resp = e.into_response();
+        // The client and we may disagree on where the next request starts: end the connection.
+        resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return Ok(resp);
+    }
+    Ok(handle_inner(req, shared, conn.peer).instrument(span).await.unwrap_or_else(ProxyError::into_response))
 }
 
 struct Audit<'a> {
@@ -233,6 +243,5 @@ async fn forward(
     for h in HOP {
         p.headers.remove(*h);
     }
-    let _ = Method::GET;
     Ok(Response::from_parts(p, b.boxed()))
 }
