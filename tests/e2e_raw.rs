@@ -179,3 +179,35 @@ fn a_stale_socket_file_is_replaced() {
     let p = Proxy::start_in(dir, ws, &[]);
     assert!(p.raw(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n").contains("200 OK"));
 }
+
+#[test]
+fn api_versions_below_the_floor_are_refused_before_legacy_decode_paths() {
+    let p = Proxy::start(&[]);
+    // API < 1.24 makes a start body replace the HostConfig; the proxy refuses the version.
+    let body = r#"{"Privileged":true}"#;
+    let req = format!("POST /v1.23/containers/x/start HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+    let (status, json) = status_and_body(&p.raw(req.as_bytes()));
+    assert_eq!(status, 403);
+    assert!(json["message"].as_str().unwrap_or("").contains("api.version"));
+    // `1.9` is numerically below 1.24 although it sorts above it as text.
+    let (status, _) = status_and_body(&p.raw(b"GET /v1.9/info HTTP/1.1\r\nHost: x\r\n\r\n"));
+    assert_eq!(status, 403);
+}
+
+#[test]
+fn dry_run_logs_would_deny_and_forwards() {
+    let p = Proxy::start(&["--dry-run"]);
+    let name = unique("dry");
+    // `create`, not `run`: this VM cannot start privileged containers at all.
+    let out = p.docker(&["create", "--name", &name, "--privileged", IMAGE, "true"]);
+    assert!(out.status.success(), "dry run forwards: {}", stderr(&out));
+    assert_eq!(daemon_inspect(&name)["HostConfig"]["Privileged"], true, "the daemon got the request");
+    force_remove(&name);
+    let audit = p.audit_log();
+    let line = audit.lines().find(|l| l.contains("ContainerCreate")).expect("create audited");
+    let rec: serde_json::Value = serde_json::from_str(line).expect("json line");
+    assert_eq!(rec["decision"], "would-deny");
+    assert_eq!(rec["rules"][0], "container.privileged");
+    assert!(rec["peer"]["pid"].as_i64().unwrap_or(0) > 0, "peer credentials recorded");
+    assert!(p.log().contains("DRY RUN"), "dry run is loud in the log");
+}
