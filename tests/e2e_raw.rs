@@ -211,3 +211,35 @@ fn dry_run_logs_would_deny_and_forwards() {
     assert!(rec["peer"]["pid"].as_i64().unwrap_or(0) > 0, "peer credentials recorded");
     assert!(p.log().contains("DRY RUN"), "dry run is loud in the log");
 }
+
+#[test]
+fn attach_websocket_upgrades_and_streams_output() {
+    let p = Proxy::start(&[]);
+    let name = unique("ws");
+    ok(p.docker(&["run", "-d", "--name", &name, IMAGE, "sh", "-c", "while true; do echo ws-out; sleep 0.2; done"]));
+    let mut s = UnixStream::connect(&p.socket).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let req = format!(
+        "GET /v1.41/containers/{name}/attach/ws?stream=1&stdout=1 HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nOrigin: http://localhost\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).expect("write");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10) {
+        let n = s.read(&mut buf).expect("read");
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got);
+        if text.contains("ws-out") {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 101"), "{text:?}");
+    assert!(text.to_ascii_lowercase().contains("upgrade: websocket"), "{text:?}");
+    assert!(text.contains("ws-out"), "no output frame arrived: {text:?}");
+    force_remove(&name);
+}
