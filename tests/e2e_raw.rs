@@ -243,3 +243,25 @@ fn attach_websocket_upgrades_and_streams_output() {
     assert!(text.contains("ws-out"), "no output frame arrived: {text:?}");
     force_remove(&name);
 }
+
+#[test]
+fn hijack_without_upgrade_is_refused_but_detached_exec_works() {
+    let p = Proxy::start(&[]);
+    let name = unique("noupg");
+    ok(p.docker(&["run", "-d", "--name", &name, IMAGE, "sleep", "300"]));
+    let (status, json) = status_and_body(&p.raw(format!("POST /v1.41/containers/{name}/attach?stream=1&stdout=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").as_bytes()));
+    assert_eq!(status, 400);
+    assert!(json["message"].as_str().unwrap_or("").contains("Upgrade"));
+    // A detached exec start never hijacks, so it needs no Upgrade header.
+    let create = r#"{"Cmd":["touch","/tmp/detached-ran"]}"#;
+    let resp = p.raw(format!("POST /v1.41/containers/{name}/exec HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{create}", create.len()).as_bytes());
+    let (status, json) = status_and_body(&resp);
+    assert_eq!(status, 201, "{resp}");
+    let id = json["Id"].as_str().expect("exec id").to_owned();
+    let start = r#"{"Detach":true}"#;
+    let resp = p.raw(format!("POST /v1.41/exec/{id}/start HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{start}", start.len()).as_bytes());
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    std::thread::sleep(Duration::from_millis(500));
+    ok(p.docker(&["exec", &name, "test", "-f", "/tmp/detached-ran"]));
+    force_remove(&name);
+}

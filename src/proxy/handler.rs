@@ -128,13 +128,20 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Pee
     let need = policy::body_need(&route.endpoint);
     let mut stream_body = None;
     let mut raw_body = Bytes::new();
-    let upgrade = if route.endpoint.hijacks() { Some(hyper::upgrade::on(&mut req)) } else { None };
+    let wants_upgrade = req.headers().contains_key(header::UPGRADE);
+    let upgrade = if route.endpoint.hijacks() && wants_upgrade { Some(hyper::upgrade::on(&mut req)) } else { None };
     let (parts, incoming) = req.into_parts();
     match need {
         BodyNeed::Json => raw_body = read_json_body(incoming, shared.policy.max_json_body).await?,
         BodyNeed::Stream => stream_body = Some(incoming),
     }
     let decoded = if raw_body.iter().all(u8::is_ascii_whitespace) { None } else { Some(json::parse(&raw_body)) };
+    if route.endpoint.hijacks() && !wants_upgrade && !is_detached_exec(&route.endpoint, decoded.as_ref()) {
+        // Without `Upgrade`, dockerd answers a length-less 200 and then treats the client's
+        // following bytes as stdin; hyper cannot hand that connection over, so we refuse
+        // rather than relay a stream the client would misread. Every Docker client sends it.
+        return Err(ProxyError::BadRequest("attach and exec start need an `Upgrade: tcp` header".into()));
+    }
     let pre = policy::Request {
         method: parts.method.to_string(),
         route: route.clone(),
@@ -173,6 +180,12 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Pee
     };
     let query = permitted.as_ref().and_then(|p| p.query()).map(Query::encode);
     forward(&shared, parts, query, fwd_body, upgrade).await
+}
+
+/// `POST /exec/{id}/start` with `"Detach": true` answers a plain 200 and never hijacks.
+fn is_detached_exec(e: &Endpoint, body: Option<&Result<json::Json, json::DecodeError>>) -> bool {
+    let Some(Ok(json::Json::Object(o))) = body else { return false };
+    matches!(e, Endpoint::ExecStart(_)) && o.bool("Detach") == Ok(Some(true))
 }
 
 async fn decide_with_facts(shared: &Shared, req: &policy::Request) -> Result<Verdict, ProxyError> {
