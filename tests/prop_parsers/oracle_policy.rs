@@ -1,5 +1,6 @@
 //! The Go oracle labels bodies: whatever Go decodes to a forbidden setting (in the >= 27.0 or
-//! the <= 26.x shape) must never be allowed by `policy::decide`.
+//! the <= 26.x shape) must never be allowed by `policy::decide`, and the body the proxy
+//! forwards for an allowed request must not decode, in Go, to a forbidden setting either.
 
 use super::*;
 use gooracle::{go_views, is_error, oracle};
@@ -42,23 +43,37 @@ fn bodies_go_decodes_to_forbidden_settings_are_never_allowed() {
     };
     let started = std::time::Instant::now();
     let mut bodies = Vec::new();
-    for (seed, odd) in [(0x0AC1_E001, false), (0x0AC1_E002, true)] {
+    for (seed, odd, n) in [(0x0AC1_E001, false, 5000), (0x0AC1_E002, true, 2500)] {
         let mut g = Gen::new(seed, odd);
-        bodies.extend((0..2500).map(|_| g.body()));
+        bodies.extend((0..n).map(|_| g.body()));
     }
     let views = go_views(bin, &bodies);
-    let (mut labelled, mut parsed, mut allowed) = (0, 0, Vec::new());
+    let (mut labelled, mut parsed, mut allowed, mut forwarded) = (0, 0, Vec::new(), Vec::new());
     for (body, v) in bodies.iter().zip(&views) {
+        let verdict = create_verdict(body);
+        if let Verdict::Allow(p) = &verdict {
+            // What the daemon will read: the policy's rewritten body, else the canonical bytes.
+            let out = p.body().cloned().or_else(|| json::parse(body).ok()).map(|j| j.to_bytes());
+            forwarded.push((body.clone(), out.unwrap_or_default()));
+        }
         let Some(why) = forbidden_reason(&v.modern).or_else(|| forbidden_reason(&v.legacy)) else { continue };
         labelled += 1;
         parsed += usize::from(json::parse(body).is_ok());
-        if let Verdict::Allow(p) = create_verdict(body) {
+        if let Verdict::Allow(p) = verdict {
             allowed.push(format!("{why}: {:?} (rules {:?})", String::from_utf8_lossy(body), p.rules()));
         }
     }
+    let sent: Vec<Vec<u8>> = forwarded.iter().map(|(_, out)| out.clone()).collect();
+    for ((body, out), v) in forwarded.iter().zip(go_views(bin, &sent)) {
+        if let Some(why) = forbidden_reason(&v.modern).or_else(|| forbidden_reason(&v.legacy)) {
+            let (body, out) = (String::from_utf8_lossy(body), String::from_utf8_lossy(out));
+            allowed.push(format!("forwarded body decodes to {why}: {body:?} sent as {out:?}"));
+        }
+    }
     eprintln!(
-        "oracle_policy: {} bodies, {labelled} forbidden per Go, {parsed} of those accepted by the reader and judged, {} allowed, {:?}",
+        "oracle_policy: {} bodies, {labelled} forbidden per Go, {parsed} of those accepted by the reader and judged, {} allowed bodies re-checked as forwarded, {} violations, {:?}",
         bodies.len(),
+        forwarded.len(),
         allowed.len(),
         started.elapsed()
     );
@@ -66,5 +81,6 @@ fn bodies_go_decodes_to_forbidden_settings_are_never_allowed() {
         eprintln!("ALLOWED {a}");
     }
     assert!(allowed.is_empty(), "{} bodies Go decodes to a forbidden setting were allowed", allowed.len());
-    assert!(parsed > 500, "too few forbidden bodies reached the policy: {parsed}");
+    assert!(parsed > 800, "too few forbidden bodies reached the policy: {parsed}");
+    assert!(forwarded.len() > 1000, "too few allowed bodies to re-check: {}", forwarded.len());
 }
