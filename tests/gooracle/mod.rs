@@ -59,6 +59,9 @@ fn build() -> Result<PathBuf, String> {
         .arg(&tmp)
         .arg(".")
         .current_dir(&src)
+        // Hermetic: no network, no toolchain download, caches under target/ (CI may lack $HOME).
+        .env("GOCACHE", out_dir.join("gocache"))
+        .env("GOPATH", out_dir.join("gopath"))
         .env("GOTOOLCHAIN", "local")
         .env("GOPROXY", "off")
         .status();
