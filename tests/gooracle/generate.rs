@@ -224,6 +224,10 @@ impl Gen {
             }
         }
         let mut out = Vec::new();
+        if self.odd && self.rng.chance(2) {
+            // NUL, a lone surrogate or invalid UTF-8 inside the key itself.
+            out.extend_from_slice(self.rng.bytes(ODD_STRINGS));
+        }
         for c in chars {
             if self.rng.chance(8) {
                 let hex = format!("\\u{:04x}", c as u32);
