@@ -141,9 +141,12 @@ enum Expect {
     Accepted,
 }
 
+/// A corner case: name, body, our verdict, and where to look in Go's view for what value.
+type Corner = (&'static str, &'static [u8], Expect, CreateShape, &'static str, Value);
+
 /// Hand-written corner cases: what Go does with each (checked against the oracle, so this
 /// file documents Go's behaviour) and whether we refuse it.
-fn corners() -> Vec<(&'static str, &'static [u8], Expect, CreateShape, &'static str, Value)> {
+fn corners() -> Vec<Corner> {
     use CreateShape::{Legacy, Modern};
     use Expect::*;
     vec![

@@ -212,16 +212,17 @@ impl Gen {
             8 => name.to_ascii_uppercase().chars().collect(),
             _ => name.chars().map(|c| if self.rng.chance(50) { c.to_ascii_lowercase() } else { c }).collect(),
         };
-        if self.rng.chance(3) {
-            // Dotless i folds to nothing ASCII in Go: a different, unknown key.
-            if let Some(p) = chars.iter().position(|c| *c == 'i') {
-                chars[p] = '\u{131}';
-            }
+        // Dotless i folds to nothing ASCII in Go: a different, unknown key.
+        if self.rng.chance(3)
+            && let Some(p) = chars.iter().position(|c| *c == 'i')
+        {
+            chars[p] = '\u{131}';
         }
-        if self.odd && self.rng.chance(8) {
-            if let Some(p) = chars.iter().position(|c| matches!(c, 's' | 'S' | 'k' | 'K')) {
-                chars[p] = if matches!(chars[p], 's' | 'S') { '\u{17f}' } else { '\u{212a}' };
-            }
+        if self.odd
+            && self.rng.chance(8)
+            && let Some(p) = chars.iter().position(|c| matches!(c, 's' | 'S' | 'k' | 'K'))
+        {
+            chars[p] = if matches!(chars[p], 's' | 'S') { '\u{17f}' } else { '\u{212a}' };
         }
         let mut out = Vec::new();
         if self.odd && self.rng.chance(2) {

@@ -35,9 +35,12 @@ pub fn is_error(v: &Value) -> bool {
     v.get("error").is_some()
 }
 
+/// Our view of a body in one shape, or the type error our accessors report.
+pub type ShapeView = (CreateShape, Result<Value, json::DecodeError>);
+
 /// Our side of the comparison: `Err` when the strict reader refuses the body, else the view
 /// (or type error) per shape.
-pub fn rust_views(body: &[u8]) -> Result<[(CreateShape, Result<Value, json::DecodeError>); 2], json::DecodeError> {
+pub fn rust_views(body: &[u8]) -> Result<[ShapeView; 2], json::DecodeError> {
     let j: Json = json::parse(body)?;
     Ok([CreateShape::Modern, CreateShape::Legacy].map(|s| (s, create_view(&j, s))))
 }
