@@ -1,0 +1,241 @@
+//! The pin and chown-back watcher: follows the daemon's container events, releases pins when
+//! their container is destroyed, and hands root-written files back once no container that
+//! uses a bind source is running, restarting or paused.
+//!
+//! `die` also fires before a restart-policy restart; the daemon marks the container
+//! `restarting` before it emits `die`, so the state in the container list decides. Events
+//! are buffered only briefly by the daemon, so it subscribes first, then reconciles with the
+//! container list, and reconciles again after every reconnect and every few minutes.
+
+use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use http_body_util::BodyExt;
+use tokio::sync::mpsc;
+
+use super::chown::{Summary, Walker};
+use super::pins::{PinEntry, PinStore};
+use crate::proxy::body;
+use crate::proxy::upstream::{self, Upstream};
+
+/// Entries per blocking step of a chown walk.
+const STEP: u64 = 10_000;
+/// Entries per chown job; a larger tree is finished by the next event or reconciliation.
+const LIMIT: u64 = 2_000_000;
+const RECONCILE_EVERY: Duration = Duration::from_secs(300);
+
+/// Who gets root-written files back.
+#[derive(Debug, Clone, Copy)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+struct Job {
+    root: OwnedFd,
+    entry: PinEntry,
+    why: &'static str,
+}
+
+/// Starts the watcher and its chown worker; they run until the runtime stops.
+pub fn spawn(store: Arc<PinStore>, up: Upstream, owner: Owner) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(worker(rx, owner));
+    tokio::spawn(follow(store, up, tx));
+}
+
+/// The daemon's containers: id → state, and pin path → id for every mount source that is one
+/// of our pins.
+struct Listing {
+    states: BTreeMap<String, String>,
+    referenced: BTreeMap<String, String>,
+}
+
+/// Running, restarting and paused containers still use their binds.
+fn busy(state: Option<&String>) -> bool {
+    matches!(state.map(String::as_str), Some("running" | "restarting" | "paused"))
+}
+
+async fn get_json(up: &Upstream, path: &str) -> anyhow::Result<serde_json::Value> {
+    let req = http::Request::get(upstream::uri(path)?).body(body::empty())?;
+    let resp = up.request(req).await?;
+    anyhow::ensure!(resp.status().is_success(), "daemon answered {} to `{path}`", resp.status());
+    let bytes = resp.into_body().collect().await?.to_bytes();
+    Ok(serde_json::from_slice(&bytes)?)
+}
+
+async fn list(up: &Upstream, store: &PinStore) -> anyhow::Result<Listing> {
+    let v = get_json(up, "/containers/json?all=1").await?;
+    let prefix = format!("{}/", store.dir().display());
+    let mut l = Listing { states: BTreeMap::new(), referenced: BTreeMap::new() };
+    for c in v.as_array().map(Vec::as_slice).unwrap_or_default() {
+        let id = c["Id"].as_str().unwrap_or_default().to_owned();
+        l.states.insert(id.clone(), c["State"].as_str().unwrap_or_default().to_owned());
+        for m in c["Mounts"].as_array().map(Vec::as_slice).unwrap_or_default() {
+            if let Some(src) = m["Source"].as_str().filter(|s| s.starts_with(&prefix)) {
+                l.referenced.insert(src.to_owned(), id.clone());
+            }
+        }
+    }
+    Ok(l)
+}
+
+/// True when another pin of the same inode belongs to a container that still runs.
+fn group_busy(store: &PinStore, e: &PinEntry, l: &Listing) -> bool {
+    store.entries().iter().any(|o| {
+        (o.dev, o.ino) == (e.dev, e.ino) && o.container.as_ref().is_some_and(|c| busy(l.states.get(c)))
+    })
+}
+
+fn enqueue(store: &PinStore, tx: &mpsc::UnboundedSender<Job>, e: PinEntry, why: &'static str) {
+    match store.open_root(&e) {
+        Ok(root) => {
+            let _ = tx.send(Job { root, entry: e, why });
+        }
+        Err(err) => tracing::warn!(pin = %e.pin, "cannot open pin for chown-back: {err}"),
+    }
+}
+
+/// Brings pins in line with the daemon: orphans are handed back and released, pins of
+/// stopped containers are handed back.
+async fn reconcile(store: &PinStore, up: &Upstream, tx: &mpsc::UnboundedSender<Job>) -> anyhow::Result<()> {
+    let before = store.claimed();
+    let l = list(up, store).await?;
+    store.adopt(&l.referenced);
+    let mut released = 0;
+    for e in before.into_iter().filter(|e| !l.referenced.contains_key(&e.pin)) {
+        let open = store.open_root(&e);
+        store.release_all(std::slice::from_ref(&e.pin));
+        released += 1;
+        if let (Ok(root), false) = (open, group_busy(store, &e, &l)) {
+            let _ = tx.send(Job { root, entry: e, why: "reconcile: container gone" });
+        }
+    }
+    for e in store.claimed() {
+        let stopped = e.container.as_ref().is_some_and(|c| !busy(l.states.get(c)));
+        if stopped && !group_busy(store, &e, &l) {
+            enqueue(store, tx, e, "reconcile: container stopped");
+        }
+    }
+    tracing::info!(pins = store.entries().len(), released, "pins reconciled with the daemon");
+    Ok(())
+}
+
+async fn on_event(store: &PinStore, up: &Upstream, tx: &mpsc::UnboundedSender<Job>, action: &str, id: &str) -> anyhow::Result<()> {
+    let pins = store.pins_of(id);
+    if pins.is_empty() {
+        return Ok(());
+    }
+    let l = list(up, store).await?;
+    match action {
+        "destroy" => {
+            for e in pins {
+                let open = store.open_root(&e);
+                store.release_all(std::slice::from_ref(&e.pin));
+                if let (Ok(root), false) = (open, group_busy(store, &e, &l)) {
+                    let _ = tx.send(Job { root, entry: e, why: "destroy" });
+                }
+            }
+        }
+        _ if busy(l.states.get(id)) => {}
+        _ => {
+            for e in pins.into_iter().filter(|e| !group_busy(store, e, &l)) {
+                enqueue(store, tx, e, "stopped");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Subscribes to container events, reconciles, then follows; reconnects with backoff.
+async fn follow(store: Arc<PinStore>, up: Upstream, tx: mpsc::UnboundedSender<Job>) {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        match follow_once(&store, &up, &tx).await {
+            Ok(()) => tracing::info!("daemon event stream ended; resubscribing"),
+            Err(e) => tracing::warn!("daemon event stream: {e}; resubscribing"),
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+async fn follow_once(store: &PinStore, up: &Upstream, tx: &mpsc::UnboundedSender<Job>) -> anyhow::Result<()> {
+    let filters = r#"{"type":["container"],"event":["start","die","stop","destroy"]}"#;
+    let path = format!("/events?filters={}", pct(filters));
+    let resp = up.request(http::Request::get(upstream::uri(&path)?).body(body::empty())?).await?;
+    anyhow::ensure!(resp.status().is_success(), "daemon answered {} to `/events`", resp.status());
+    let mut stream = resp.into_body();
+    reconcile(store, up, tx).await?;
+    let mut buf = BytesMut::new();
+    let mut tick = tokio::time::interval(RECONCILE_EVERY);
+    tick.reset();
+    loop {
+        let frame = tokio::select! {
+            f = stream.frame() => f,
+            _ = tick.tick() => {
+                if let Err(e) = reconcile(store, up, tx).await {
+                    tracing::warn!("periodic pin reconciliation: {e}");
+                }
+                continue;
+            }
+        };
+        let Some(frame) = frame else { return Ok(()) };
+        let Ok(data) = frame?.into_data() else { continue };
+        buf.extend_from_slice(&data);
+        while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
+            let line = buf.split_to(nl + 1);
+            let Ok(ev) = serde_json::from_slice::<serde_json::Value>(&line) else { continue };
+            let action = ev["Action"].as_str().unwrap_or_default();
+            let id = ev["Actor"]["ID"].as_str().or(ev["id"].as_str()).unwrap_or_default();
+            if let Err(e) = on_event(store, up, tx, action, id).await {
+                tracing::warn!(container.id = id, event = action, "handling container event: {e}");
+            }
+        }
+    }
+}
+
+fn pct(s: &str) -> String {
+    s.bytes().map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+}
+
+/// Runs chown jobs one at a time, each in bounded blocking steps.
+async fn worker(mut rx: mpsc::UnboundedReceiver<Job>, owner: Owner) {
+    while let Some(job) = rx.recv().await {
+        let Ok(mut w) = Walker::new(job.root, owner.uid, owner.gid) else { continue };
+        loop {
+            let res = tokio::task::spawn_blocking(move || {
+                let done = w.step(STEP);
+                (w, done)
+            })
+            .await;
+            let Ok((back, done)) = res else { break };
+            w = back;
+            if done || w.summary.visited >= LIMIT {
+                log_summary(&job.entry, job.why, &w.summary);
+                break;
+            }
+        }
+    }
+}
+
+fn log_summary(e: &PinEntry, why: &str, s: &Summary) {
+    tracing::info!(
+        pin = %e.pin,
+        host.path = %e.source,
+        container.id = e.container.as_deref().unwrap_or(""),
+        reason = why,
+        visited = s.visited,
+        chowned = s.chowned,
+        skipped.other_fs = s.skipped_other_fs,
+        skipped.devices = s.skipped_devices,
+        skipped.hardlinks = s.skipped_hardlinks,
+        skipped.deep = s.skipped_deep,
+        errors = s.errors,
+        complete = s.complete,
+        "chown-back"
+    );
+}
