@@ -48,6 +48,16 @@ pub struct ProxyArgs {
     /// Most client connections served at once.
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
+    /// Root-only directory for bind-source pins (default: `/run/dockwarden/pins/<hash of
+    /// --listen>`, so a restarted proxy finds its pins and two proxies never share them).
+    #[arg(long)]
+    pub pin_dir: Option<PathBuf>,
+}
+
+/// The default pin directory: stable per listening socket (FNV-1a of its path).
+fn default_pin_dir(listen: &Path) -> PathBuf {
+    let h = listen.as_os_str().as_encoded_bytes().iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3));
+    PathBuf::from(format!("/run/dockwarden/pins/{h:016x}"))
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
@@ -129,6 +139,10 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     if a.dry_run {
         tracing::warn!("DRY RUN MODE: denials are logged as `would-deny` and forwarded anyway");
     }
+    let pin_dir = a.pin_dir.clone().unwrap_or_else(|| default_pin_dir(&a.listen));
+    let pins = Arc::new(
+        crate::hostfs::PinStore::open(&pin_dir, &workspace).with_context(|| "setting up bind pins (the proxy must run as root, in the daemon's mount namespace)")?,
+    );
     let listener = bind_socket(&a.listen, uid, gid, a.socket_mode)?;
     let shared = Arc::new(Shared {
         policy,
@@ -138,7 +152,11 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
         dry_run: a.dry_run,
         env,
         create_lock: tokio::sync::Mutex::new(()),
+        pins: Some(pins.clone()),
     });
+    // Releases pins of destroyed containers and hands root-written files back (reconciles
+    // with the daemon first, and after every reconnect).
+    crate::hostfs::watch::spawn(pins, shared.upstream.clone(), crate::hostfs::watch::Owner { uid, gid });
     println!("export DOCKER_HOST=unix://{}", a.listen.display());
     tracing::info!(listen = %a.listen.display(), upstream = %a.upstream.display(), workspace = %workspace.display(), "dockwarden proxy ready");
     let opts = Options {

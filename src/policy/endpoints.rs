@@ -1,7 +1,7 @@
 //! The exhaustive per-endpoint decision: every [`Endpoint`] variant appears in each `match`
 //! below with no wildcard arm, so a new endpoint does not compile until it is classified.
 
-use super::{build, container, limits, network, volume};
+use super::{build, container, limits, network, pins, volume};
 use super::{BodyNeed, Denial, FactQuery, Facts, Permitted, Policy, Request};
 use crate::api::route::Endpoint as E;
 use crate::api::version::ApiVersion;
@@ -23,7 +23,12 @@ pub fn body_need(e: &E) -> BodyNeed {
 /// The facts each endpoint needs.
 pub fn needs(req: &Request, policy: &Policy) -> Result<Vec<FactQuery>, Denial> {
     match &req.route.endpoint {
-        E::ContainerCreate => container::needs_create(req, policy),
+        E::ContainerCreate => container::needs_create(req, policy).map(|mut q| {
+            q.extend(pins::needs(req));
+            q.sort();
+            q.dedup();
+            q
+        }),
         E::ContainerUpdate(_) => Ok(Vec::new()),
         E::NetworkCreate => Ok(Vec::new()),
         E::NetworkConnect(id) => network::needs_connect(req, id),
@@ -124,4 +129,7 @@ pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted
         E::Unknown => deny("route.unknown", "this endpoint is not available"),
     }
     .and_then(|p| limits::apply(req, facts, policy, p))
+    // INVARIANT: the pin rewrite is the last change to a create body, so no later rewrite can
+    // put an unpinned workspace path back.
+    .and_then(|p| if req.route.endpoint == E::ContainerCreate { pins::apply(req, facts, p) } else { Ok(p) })
 }

@@ -92,6 +92,9 @@ pub struct Environment {
 pub struct Facts {
     pub env: Environment,
     pub host_paths: BTreeMap<String, HostPathFact>,
+    /// Cleaned host path → the root-only pin the proxy mounted for it while gathering
+    /// (`crate::hostfs::pins`). A path resolved `Inside` but absent here could not be pinned.
+    pub pins: BTreeMap<String, String>,
     /// `None` means the daemon answered 404 for that reference.
     pub containers: BTreeMap<String, Option<ContainerFact>>,
     pub networks: BTreeMap<String, Option<NetworkFact>>,

@@ -13,6 +13,7 @@ pub mod endpoints;
 pub mod facts;
 pub mod limits;
 pub mod network;
+pub mod pins;
 pub mod volume;
 
 use crate::api::json::{DecodeError, Json};

@@ -132,13 +132,15 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Pee
         body: None,
         has_body: !raw_body.is_empty(),
     };
-    let verdict = match decoded {
-        Some(Err(e)) => Verdict::Deny(Denial::from(e)),
+    let (verdict, made) = match decoded {
+        Some(Err(e)) => (Verdict::Deny(Denial::from(e)), Default::default()),
         other => {
             let preq = policy::Request { body: other.and_then(Result::ok), ..pre };
             decide_with_facts(&shared, &preq).await?
         }
     };
+    // Pins the decision does not use (all of them on a denial) are released here.
+    let pinned = super::pins::keep_used(&shared, &verdict, made);
     let permitted = match verdict {
         Verdict::Allow(ref p) => {
             audit.log(Some(&route), "allow", Some(&verdict));
@@ -162,19 +164,22 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Pee
         (None, None) => body::full(raw_body),
     };
     let query = permitted.as_ref().and_then(|p| p.query()).map(Query::encode);
-    forward(&shared, parts, query, fwd_body, upgrade).await
+    let resp = forward(&shared, parts, query, fwd_body, upgrade).await;
+    super::pins::after_create(&shared, pinned, resp).await
 }
 
-async fn decide_with_facts(shared: &Shared, req: &policy::Request) -> Result<Verdict, ProxyError> {
+async fn decide_with_facts(shared: &Shared, req: &policy::Request) -> Result<(Verdict, super::pins::Made), ProxyError> {
     let qs = match policy::needs(req, &shared.policy) {
         Ok(q) => q,
-        Err(d) => return Ok(Verdict::Deny(d)),
+        Err(d) => return Ok((Verdict::Deny(d), Default::default())),
     };
     let mut facts = Facts { env: shared.env.clone(), ..Facts::default() };
-    super::facts::gather(&shared.upstream, qs, &mut facts)
-        .await
-        .map_err(|e| ProxyError::Upstream { socket: shared.upstream_path.clone(), reason: e.to_string() })?;
-    Ok(policy::decide(req, &facts, &shared.policy))
+    if let Err(e) = super::facts::gather(&shared.upstream, shared.pins.as_ref(), qs, &mut facts).await {
+        super::pins::release(shared, &facts.pins);
+        return Err(ProxyError::Upstream { socket: shared.upstream_path.clone(), reason: e.to_string() });
+    }
+    let verdict = policy::decide(req, &facts, &shared.policy);
+    Ok((verdict, std::mem::take(&mut facts.pins)))
 }
 
 fn forward_headers(src: &HeaderMap, upgrade: bool) -> HeaderMap {

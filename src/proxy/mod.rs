@@ -6,6 +6,7 @@ pub mod body;
 pub mod error;
 pub mod facts;
 pub mod handler;
+pub mod pins;
 pub mod server;
 pub mod tunnel;
 pub mod upstream;

@@ -26,6 +26,9 @@ pub struct Shared {
     pub env: Environment,
     /// Serialises count-and-create so concurrent creates cannot overshoot the container cap.
     pub create_lock: tokio::sync::Mutex<()>,
+    /// Where checked bind sources are pinned; `None` means binds beneath the workspace are
+    /// refused (`container.bind.pin_failed`).
+    pub pins: Option<Arc<crate::hostfs::PinStore>>,
 }
 
 /// Transport limits.
