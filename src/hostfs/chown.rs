@@ -167,7 +167,7 @@ impl Walker {
         }
         let seen = self.linked.entry(key).or_insert(0);
         *seen += 1;
-        if *seen < st.st_nlink as u64 {
+        if *seen < st.st_nlink {
             return false;
         }
         self.linked.remove(&key);

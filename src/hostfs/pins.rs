@@ -79,6 +79,7 @@ impl PinStore {
         if !meta.is_dir() {
             return Err(io(std::io::Error::other("not a directory")));
         }
+        check_root_only(dir).map_err(io)?;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
         let ws = open::dir(workspace)
             .map_err(|source| PinError::Workspace { path: workspace.display().to_string(), source })?;
@@ -175,12 +176,10 @@ impl PinStore {
             for (pin, id) in referenced {
                 if let Some(e) = m.get_mut(pin) {
                     e.container = Some(id.clone());
-                } else if mounted.iter().any(|p| p == pin) {
-                    if let Ok(st) = nix::sys::stat::stat(Path::new(pin)) {
-                        let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-                        let e = PinEntry { pin: pin.clone(), source: "(adopted)".into(), is_dir, container: Some(id.clone()), dev: st.st_dev, ino: st.st_ino };
-                        m.insert(pin.clone(), e);
-                    }
+                } else if let (true, Ok(st)) = (mounted.contains(pin), nix::sys::stat::stat(Path::new(pin))) {
+                    let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+                    let e = PinEntry { pin: pin.clone(), source: "(adopted)".into(), is_dir, container: Some(id.clone()), dev: st.st_dev, ino: st.st_ino };
+                    m.insert(pin.clone(), e);
                 }
             }
         });
@@ -199,10 +198,11 @@ impl PinStore {
     fn sweep(&self) {
         let known = self.with(|m| m.keys().cloned().collect::<Vec<_>>());
         for p in mounts_under(&self.dir) {
-            if !known.contains(&p) {
-                if let Err(e) = nix::mount::umount2(Path::new(&p), MntFlags::MNT_DETACH | MntFlags::UMOUNT_NOFOLLOW) {
-                    tracing::warn!(pin = %p, "unmounting a stray pin: {e}");
-                }
+            if known.contains(&p) {
+                continue;
+            }
+            if let Err(e) = nix::mount::umount2(Path::new(&p), MntFlags::MNT_DETACH | MntFlags::UMOUNT_NOFOLLOW) {
+                tracing::warn!(pin = %p, "unmounting a stray pin: {e}");
             }
         }
         let mounted = mounts_under(&self.dir);
@@ -246,6 +246,23 @@ impl PinStore {
     }
 }
 
+/// The pin directory and every ancestor must be root's and not writable by others (a sticky
+/// directory such as `/tmp` aside), or the workspace user could swap a pin for a symlink.
+fn check_root_only(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    for a in dir.ancestors() {
+        let m = std::fs::symlink_metadata(a)?;
+        let writable_by_others = m.mode() & 0o022 != 0 && m.mode() & 0o1000 == 0;
+        if m.file_type().is_symlink() || m.uid() != 0 || (a == dir && m.mode() & 0o077 != 0) || writable_by_others {
+            return Err(std::io::Error::other(format!(
+                "`{}` must be a directory owned by root and writable only by root",
+                a.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Bind-mounts the descriptor onto a new, empty target of the same type, then makes the pin
 /// mount private so nothing mounted beneath it later propagates.
 fn mount_pin(fd: &OwnedFd, target: &Path, is_dir: bool) -> std::io::Result<()> {
@@ -266,10 +283,9 @@ fn mount_pin(fd: &OwnedFd, target: &Path, is_dir: bool) -> std::io::Result<()> {
 /// Removes an (unmounted) pin target: `rmdir` or `unlink`, never a recursive delete.
 fn remove_target(path: &Path, is_dir: bool) {
     let r = if is_dir { std::fs::remove_dir(path) } else { std::fs::remove_file(path) };
-    if let Err(e) = r {
-        if e.kind() != std::io::ErrorKind::NotFound {
-            tracing::warn!(pin = %path.display(), "removing pin target: {e}");
-        }
+    match r {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => tracing::warn!(pin = %path.display(), "removing pin target: {e}"),
+        _ => {}
     }
 }
 

@@ -129,7 +129,16 @@ async fn on_event(store: &PinStore, up: &Upstream, tx: &mpsc::UnboundedSender<Jo
     if pins.is_empty() {
         return Ok(());
     }
-    let l = list(up, store).await?;
+    let mut l = list(up, store).await?;
+    if action != "destroy" {
+        // The list is a snapshot the daemon may not have updated when it emits `die`; inspect
+        // takes the container's lock, so it answers after the exit was recorded (`exited`, or
+        // `restarting` when a restart policy will bring it back).
+        if let Ok(v) = get_json(up, &format!("/containers/{}/json", pct(id))).await {
+            l.states.insert(id.to_owned(), v["State"]["Status"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    tracing::debug!(container.id = id, event = action, state = l.states.get(id).map(String::as_str).unwrap_or("gone"), pins = pins.len(), "container event");
     match action {
         "destroy" => {
             for e in pins {
