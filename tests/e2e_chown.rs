@@ -101,7 +101,7 @@ fn root_written_files_links_and_deep_trees_are_handed_back_after_the_container_s
     assert_eq!(uid_of(&sentinel), 0, "a symlink target outside the bind keeps its owner");
     assert_eq!(uid_of(Path::new("/etc/passwd")), 0);
     assert_eq!(uid_of(&w.root), 0, "nothing outside the workspace changed owner");
-    assert!(w.p.log().contains("chown-back"), "a summary line is logged:\n{}", w.p.log());
+    wait_until(&w, "a summary line is logged", Duration::from_secs(10), || w.p.log().contains("chown-back"));
     ok(w.p.docker(&["rm", &name]));
 }
 

@@ -67,25 +67,20 @@ pub struct PinStore {
 }
 
 impl PinStore {
-    /// Opens (creating, mode 0700) the pin directory and the workspace, and loads the state.
+    /// Opens the workspace, checks the pin directory (root's, mode 0700), loads the state and
+    /// removes what a crash left behind. The directory exists only while it holds pins.
     pub fn open(dir: &Path, workspace: &Path) -> Result<Self, PinError> {
         let d = dir.display().to_string();
         if d.contains([':', ',']) {
             return Err(PinError::BadDir { path: d });
         }
-        let io = |source| PinError::Dir { path: d.clone(), source };
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io)?;
-        let meta = std::fs::symlink_metadata(dir).map_err(io)?;
-        if !meta.is_dir() {
-            return Err(io(std::io::Error::other("not a directory")));
-        }
-        check_root_only(dir).map_err(io)?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
         let ws = open::dir(workspace)
             .map_err(|source| PinError::Workspace { path: workspace.display().to_string(), source })?;
+        ensure_dir(dir)?;
         let entries = load(&dir.join(STATE))?;
         let store = Self { dir: dir.to_path_buf(), workspace: workspace.to_path_buf(), ws, entries: Mutex::new(entries), counter: AtomicU64::new(0) };
         store.sweep();
+        store.update(|_| {});
         Ok(store)
     }
 
@@ -103,7 +98,13 @@ impl PinStore {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         let target = self.dir.join(format!("{nanos:x}-{n}"));
-        match mount_pin(&fd, &target, is_dir) {
+        // Under the lock: `update` removes the directory when it holds no pin.
+        let made = self.with(|_| ensure_dir(&self.dir).map_err(std::io::Error::other).and_then(|()| create_target(&target, is_dir)));
+        if let Err(e) = made {
+            tracing::warn!(host.path = path, pin = %target.display(), "creating a pin target failed: {e}");
+            return (fact, None);
+        }
+        match mount_pin(&fd, &target) {
             Ok(()) => {}
             Err(e) => {
                 tracing::warn!(host.path = path, pin = %target.display(), "pinning a bind source failed: {e}");
@@ -236,10 +237,17 @@ impl PinStore {
         f(&g)
     }
 
-    /// Applies `f` and writes the state file atomically (temp file, fsync, rename).
+    /// Applies `f` and writes the state file atomically (temp file, fsync, rename). With no
+    /// pin left, removes the state file and the (then empty) directory instead.
     fn update(&self, f: impl FnOnce(&mut BTreeMap<String, PinEntry>)) {
         let mut g = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         f(&mut g);
+        if g.is_empty() {
+            let _ = std::fs::remove_file(self.dir.join(STATE));
+            // Fails (and that is fine) while a pin target is being set up.
+            let _ = std::fs::remove_dir(&self.dir);
+            return;
+        }
         if let Err(e) = save(&self.dir.join(STATE), &g) {
             tracing::warn!("{e}");
         }
@@ -263,14 +271,30 @@ fn check_root_only(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Bind-mounts the descriptor onto a new, empty target of the same type, then makes the pin
-/// mount private so nothing mounted beneath it later propagates.
-fn mount_pin(fd: &OwnedFd, target: &Path, is_dir: bool) -> std::io::Result<()> {
-    if is_dir {
-        std::fs::DirBuilder::new().mode(0o700).create(target)?;
-    } else {
-        std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(target)?;
+/// Creates the pin directory (mode 0700) if needed and checks it is root's alone.
+fn ensure_dir(dir: &Path) -> Result<(), PinError> {
+    let io = |source| PinError::Dir { path: dir.display().to_string(), source };
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io)?;
+    let meta = std::fs::symlink_metadata(dir).map_err(io)?;
+    if !meta.is_dir() {
+        return Err(io(std::io::Error::other("not a directory")));
     }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
+    check_root_only(dir).map_err(io)
+}
+
+/// A new, empty mount target of the pinned object's type.
+fn create_target(target: &Path, is_dir: bool) -> std::io::Result<()> {
+    if is_dir {
+        std::fs::DirBuilder::new().mode(0o700).create(target)
+    } else {
+        std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(target).map(drop)
+    }
+}
+
+/// Bind-mounts the descriptor onto its target, then makes the pin mount private so nothing
+/// mounted beneath it later propagates.
+fn mount_pin(fd: &OwnedFd, target: &Path) -> std::io::Result<()> {
     let src = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
     nix::mount::mount(Some(&src), target, None::<&str>, MsFlags::MS_BIND, None::<&str>)?;
     if let Err(e) = nix::mount::mount(None::<&str>, target, None::<&str>, MsFlags::MS_PRIVATE, None::<&str>) {
