@@ -5,7 +5,7 @@
 //! (with a sibling `$WS-evil`), `$PROXY` the proxy's socket. `fs` lays out the workspace
 //! (`dirs`, `files`, `symlinks`); host paths the policy asks about are resolved for real with
 //! `hostfs::resolve` unless the case gives them. Containers, images and volumes come only from
-//! `facts`, so leaving one out shows that a missing fact refuses.
+//! `facts`, so leaving one out (or `no_gather` for host paths) shows that a missing fact refuses.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -142,7 +142,10 @@ fn run_case(case: &Value, pol: &Policy) -> Result<(), String> {
         Ok(req) => match policy::needs(&req, pol) {
             Err(d) => Verdict::Deny(d),
             Ok(qs) => {
-                gather_host_paths(&qs, &ws, &mut facts);
+                // `no_gather`: leave host paths unresolved, to show that a missing fact refuses.
+                if case.get("no_gather") != Some(&Value::Bool(true)) {
+                    gather_host_paths(&qs, &ws, &mut facts);
+                }
                 check_facts_requested(&qs, &facts)?;
                 policy::decide(&req, &facts, pol)
             }
