@@ -219,6 +219,9 @@ fn check_forwarded(case: &Value, p: &policy::Permitted, ws: &Ws) -> Result<(), S
         if !contains(&got, &want) {
             return Err(format!("forwarded body\n  {got}\ndoes not contain\n  {want}"));
         }
+        if case.get("no_extra_hosts") == Some(&Value::Bool(true)) && !got["HostConfig"]["ExtraHosts"].is_null() {
+            return Err(format!("forwarded body has ExtraHosts: {got}"));
+        }
     }
     if let Some(pins) = case.get("pins").and_then(Value::as_array) {
         let want: Vec<String> = pins.iter().filter_map(Value::as_str).map(|s| subst(s, ws)).collect();

@@ -16,6 +16,11 @@ fn host_of(entry: &str) -> &str {
 }
 
 pub(super) fn apply(hc: &mut Object, ch: &mut Changes) -> Result<(), Denial> {
+    // A container in another's network namespace shares its /etc/hosts; the daemon refuses
+    // ExtraHosts there ("conflicting options").
+    if hc.str("NetworkMode")?.is_some_and(|m| m.starts_with("container:")) {
+        return Ok(());
+    }
     let mut list = hc.str_list("ExtraHosts")?.unwrap_or_default();
     if list.iter().any(|e| host_of(e).eq_ignore_ascii_case(HOST)) {
         return Ok(());
