@@ -138,7 +138,8 @@ fn allowed_create_is_confined_as_the_daemon_sees_it() {
                 assert!(b["HostIp"] == "127.0.0.1", "{cli}: port {port} published on {}", b["HostIp"]);
             }
         }
-        assert_eq!(stdout(&p.docker(&["exec", &name, "cat", "/etc/hosts"])).contains("host.docker.internal"), true);
+        let hosts = stdout(&p.docker(&["exec", &name, "cat", "/etc/hosts"]));
+        assert!(hosts.contains("host.docker.internal"), "{cli}: /etc/hosts lacks host.docker.internal:\n{hosts}");
     }
 }
 
