@@ -254,3 +254,36 @@ fn exec_update_and_volume_attacks_are_refused() {
     ok(p.docker(&["volume", "create", "--opt", "type=tmpfs", "--opt", "device=tmpfs", "--opt", "o=size=1m", &vol2]));
     let _ = daemon(&["volume", "rm", &vol2]);
 }
+
+/// A container that binds the Docker socket gets the proxy's socket, so what it asks for from
+/// inside is policed too: a static Docker CLI (copied into the workspace, since a bind from
+/// `/usr/local/bin` would itself be refused) can list containers but not start a privileged one.
+#[test]
+fn docker_socket_inside_a_container_is_the_policed_proxy() {
+    let Some(cli) = cli28() else {
+        eprintln!("skipped: no static Docker CLI at /usr/local/bin/docker to run inside busybox");
+        return;
+    };
+    let p = Proxy::start(&[]);
+    std::fs::copy(cli, p.workspace.join("docker-cli")).expect("copy the CLI into the workspace");
+    let inner = unique("inner");
+    let outers = std::cell::RefCell::new(Vec::new());
+    let _c = Cleanup(vec![inner.clone()]);
+    let bin = format!("{}/docker-cli:/docker:ro", p.workspace.display());
+    let run_inside = |args: &[&str]| {
+        let name = unique("outer");
+        outers.borrow_mut().push(name.clone());
+        let mut full = vec!["run", "--rm", "--name", name.as_str(), "-e", "HOME=/tmp", "-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", &bin, IMAGE, "/docker"];
+        full.extend_from_slice(args);
+        p.docker(&full)
+    };
+    let listed = run_inside(&["ps", "--format", "{{.ID}}"]);
+    assert!(listed.status.success(), "docker ps inside: {}", stderr(&listed));
+    let refused = run_inside(&["create", "--name", &inner, "--privileged", IMAGE, "true"]);
+    let text = format!("{}{}", stdout(&refused), stderr(&refused));
+    assert!(text.contains("(rule container.privileged)"), "privileged create from inside: {text}");
+    assert!(!exists(&inner), "the inner privileged container exists");
+    for o in outers.borrow().iter() {
+        force_remove(o);
+    }
+}
