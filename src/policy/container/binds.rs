@@ -123,8 +123,15 @@ pub(super) fn check(hc: &mut Object, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<
             }
             Spec::Host { source, rest } => match judge_source(&source, ctx)? {
                 Source::Workspace(path) => {
+                    // Forward the cleaned path the policy judged, never a `..` the kernel would
+                    // resolve through a symlink.
+                    if path != source {
+                        out.push(format!("{path}:{rest}"));
+                        changed = true;
+                    } else {
+                        out.push(spec);
+                    }
                     ch.effect(Effect::PinBindSource { host_path: path });
-                    out.push(spec);
                 }
                 Source::DockerSocket => {
                     let sock = &ctx.facts.env.proxy_socket;

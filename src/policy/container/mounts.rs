@@ -77,8 +77,14 @@ fn bind(m: &mut Object, source: &str, ctx: &Ctx<'_>, ch: &mut Changes) -> Result
     }
     match judge_source(source, ctx)? {
         Source::Workspace(path) => {
+            // Forward the cleaned path the policy judged: the kernel resolves a `..` after a
+            // symlink physically, `path.Clean` lexically.
+            let changed = path != source;
+            if changed {
+                m.set("Source", Json::String(path.clone()));
+            }
             ch.effect(Effect::PinBindSource { host_path: path });
-            Ok(false)
+            Ok(changed)
         }
         Source::DockerSocket => {
             let sock = ctx.facts.env.proxy_socket.clone();
