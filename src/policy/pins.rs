@@ -57,7 +57,10 @@ pub fn apply(req: &Request, facts: &Facts, p: Permitted) -> Result<Permitted, De
         })
         .collect();
     let ws = facts.env.workspace.trim_end_matches('/');
-    let beneath = |k: &str| !ws.is_empty() && (k == ws || k.strip_prefix(ws).is_some_and(|r| r.starts_with('/')));
+    let env = &facts.env;
+    // The proxy's own socket (which Docker-socket binds are rewritten to) is never pinned.
+    let socket = |k: &str| k == env.proxy_socket || env.daemon_sockets.iter().any(|s| clean(s) == k);
+    let beneath = |k: &str| !socket(k) && !ws.is_empty() && (k == ws || k.strip_prefix(ws).is_some_and(|r| r.starts_with('/')));
     let mut pinned: Vec<(String, String)> = Vec::new();
     let mut failed: Option<String> = None;
     visit(&mut body, &mut |src| {
@@ -211,6 +214,15 @@ mod tests {
         let r = req(r#"{"HostConfig":{"Binds":["/elsewhere:/d"]}}"#);
         let p = Permitted::allow(&r).effect(Effect::PinBindSource { host_path: "/elsewhere".into() });
         assert_eq!(apply(&r, &facts(&[]), p).expect_err("refused").rule, "container.bind.pin_failed");
+    }
+
+    #[test]
+    fn the_proxy_socket_is_not_pinned_even_inside_the_workspace() {
+        let r = req(r#"{"HostConfig":{"Binds":["/ws/docker.sock:/var/run/docker.sock"]}}"#);
+        let mut f = facts(&[]);
+        f.env.proxy_socket = "/ws/docker.sock".into();
+        let p = apply(&r, &f, Permitted::allow(&r)).expect("allowed");
+        assert!(p.body().is_none());
     }
 
     #[test]
