@@ -158,7 +158,12 @@ fn gather_host_paths(qs: &[FactQuery], ws: &Ws, facts: &mut Facts) {
     let sockets = [facts.env.daemon_sockets.clone(), vec![PROXY.to_owned()]].concat();
     for q in qs {
         if let FactQuery::HostPath(p) = q {
-            facts.host_paths.entry(p.clone()).or_insert_with(|| dockwarden::hostfs::resolve(Path::new(&ws.ws), p, &sockets));
+            let fact = facts.host_paths.entry(p.clone()).or_insert_with(|| dockwarden::hostfs::resolve(Path::new(&ws.ws), p, &sockets));
+            // The proxy pins every source it resolves inside (`hostfs::pins`); `/pins<path>`
+            // stands in for the pin here.
+            if matches!(fact, HostPathFact::Inside { .. }) {
+                facts.pins.insert(p.clone(), format!("/pins{p}"));
+            }
         }
     }
 }
