@@ -4,13 +4,16 @@
 //! `marker` and never the host's `etc`/`proc`.
 
 mod common;
+mod pins_support;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::*;
+use pins_support::{PinGuard, mounted as pins_mounted, pins_left};
 
 /// A proxy whose workspace has `data/marker`, with its pin directory.
 struct Ws {
+    _guard: PinGuard,
     p: Proxy,
     data: PathBuf,
     pins: PathBuf,
@@ -26,7 +29,7 @@ fn setup(extra: &[&str]) -> Ws {
     let mut args = vec!["--pin-dir", pins.to_str().expect("utf8")];
     args.extend_from_slice(extra);
     let p = Proxy::start_in(dir, ws.clone(), &args);
-    Ws { p, data: ws.join("data"), pins }
+    Ws { _guard: PinGuard { pins: pins.clone(), host: format!("unix://{DAEMON}") }, p, data: ws.join("data"), pins }
 }
 
 /// The attack: keep the checked directory around under another name, put a symlink to `/`
@@ -43,25 +46,6 @@ fn assert_sees_checked_dir(listing: &str) {
     for host in ["etc", "proc", "usr", "bin"] {
         assert!(!names.contains(&host), "the container sees the host's `/` ({host}): {names:?}");
     }
-}
-
-fn pins_mounted(pins: &Path) -> Vec<String> {
-    let prefix = format!("{}/", pins.display());
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .filter(|m| m.starts_with(&prefix))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Pin mounts plus pin targets still in the directory (the state file aside).
-fn pins_left(pins: &Path) -> usize {
-    let targets = std::fs::read_dir(pins)
-        .map(|rd| rd.flatten().filter(|e| !e.file_name().to_string_lossy().starts_with("state.json")).count())
-        .unwrap_or(0);
-    pins_mounted(pins).len() + targets
 }
 
 #[track_caller]
@@ -143,6 +127,7 @@ fn bind_source_swapped_with_restart_always_and_daemon_restart_still_mounts_the_c
     std::fs::write(data.join("marker"), b"checked").expect("marker");
     let pins = root.join("pins");
     let upstream = d.socket.display().to_string();
+    let _guard = PinGuard { pins: pins.clone(), host: d.host() };
     let p = Proxy::start_with_upstream(dir, ws, &upstream, &["--pin-dir", pins.to_str().expect("utf8")]);
     let id = ok(p.docker(&["run", "-d", "--restart", "always", "-v", &format!("{}:/d", data.display()), IMAGE, "sleep", "300"]));
     swap_to_root(&data);
@@ -161,7 +146,7 @@ fn pins_survive_a_proxy_restart_and_orphans_are_released_at_start() {
     let keep = ok(w.p.docker(&["run", "-d", "-v", &bind(&w), IMAGE, "sleep", "300"]));
     let gone = ok(w.p.docker(&["run", "-d", "-v", &bind(&w), IMAGE, "sleep", "300"]));
     assert_eq!(pins_mounted(&w.pins).len(), 2);
-    let Ws { p: mut first, data, pins } = w;
+    let Ws { _guard, p: mut first, data, pins } = w;
     let workspace = first.workspace.clone();
     // Kill the proxy but keep its temp directory (the workspace lives there).
     let _ = first.child.kill();
@@ -221,4 +206,28 @@ fn mount_api_bind_swapped_after_create_still_mounts_the_checked_dir() {
     ok(w.p.docker(&["start", &id]));
     assert_sees_checked_dir(&ok(daemon(&["exec", &id, "ls", "/d"])));
     remove_and_check_released(&w, &id);
+}
+
+#[test]
+fn pins_of_a_proxy_that_is_gone_are_released_by_the_next_proxy() {
+    let dir = tempfile::Builder::new().prefix("dwbind").tempdir_in("/tmp").expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonical");
+    let ws = root.join("ws");
+    std::fs::create_dir_all(ws.join("data")).expect("mkdir");
+    let (a, b) = (root.join("pins/a"), root.join("pins/b"));
+    let _guard_a = PinGuard { pins: a.clone(), host: format!("unix://{DAEMON}") };
+    let _guard_b = PinGuard { pins: b.clone(), host: format!("unix://{DAEMON}") };
+    let mut first = Proxy::start_in(dir, ws.clone(), &["--pin-dir", a.to_str().expect("utf8")]);
+    let id = ok(first.docker(&["run", "-d", "-v", &format!("{}:/d", ws.join("data").display()), IMAGE, "sleep", "300"]));
+    assert_eq!(pins_mounted(&a).len(), 1);
+    // The first proxy dies for good; its container is removed behind its back.
+    let _ = first.child.kill();
+    let _ = first.child.wait();
+    force_remove(&id);
+    let other = tempfile::Builder::new().prefix("dwbind2").tempdir_in("/tmp").expect("tempdir");
+    let _second = Proxy::start_in(other, ws, &["--pin-dir", b.to_str().expect("utf8")]);
+    wait_until("the gone proxy's pin is released", Duration::from_secs(15), || pins_left(&a) == 0);
+    wait_until("its directory and lock are removed", Duration::from_secs(5), || {
+        !a.exists() && !root.join("pins/a.lock").exists()
+    });
 }

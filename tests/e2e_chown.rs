@@ -2,16 +2,20 @@
 //! workspace user once no container uses the bind, and nothing outside the bind changes owner.
 
 mod common;
+mod pins_support;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::*;
+use pins_support::{PinGuard, pins_left};
 
 const UID: u32 = 12345;
 
 struct Ws {
+    _guard: PinGuard,
     p: Proxy,
+    pins: PathBuf,
     root: PathBuf,
     data: PathBuf,
 }
@@ -29,7 +33,7 @@ fn setup() -> Ws {
     let pins = root.join("pins");
     let uid = UID.to_string();
     let p = Proxy::start_in(dir, ws, &["--uid", &uid, "--gid", &uid, "--pin-dir", pins.to_str().expect("utf8")]);
-    Ws { p, root, data }
+    Ws { _guard: PinGuard { pins: pins.clone(), host: format!("unix://{DAEMON}") }, p, pins, root, data }
 }
 
 /// Every entry beneath `dir` (not following symlinks) with its owner.
@@ -103,6 +107,7 @@ fn root_written_files_links_and_deep_trees_are_handed_back_after_the_container_s
     assert_eq!(uid_of(&w.root), 0, "nothing outside the workspace changed owner");
     wait_until(&w, "a summary line is logged", Duration::from_secs(10), || w.p.log().contains("chown-back"));
     ok(w.p.docker(&["rm", &name]));
+    wait_until(&w, "the pins are released", Duration::from_secs(15), || pins_left(&w.pins) == 0);
 }
 
 #[test]
@@ -120,6 +125,7 @@ fn hard_link_to_a_root_file_outside_the_bind_is_never_chowned() {
     assert_eq!(uid_of(&outside), 0, "an inode also linked from outside the bind keeps its owner");
     assert_eq!(uid_of(&w.data.join("planted")), 0);
     ok(w.p.docker(&["rm", &name]));
+    wait_until(&w, "the pins are released", Duration::from_secs(15), || pins_left(&w.pins) == 0);
 }
 
 #[test]
@@ -138,6 +144,7 @@ fn chown_waits_until_every_container_using_the_bind_has_stopped() {
         uid_of(&w.data.join("from-a")) == UID && uid_of(&w.data.join("from-b")) == UID
     });
     ok(w.p.docker(&["rm", "-f", &a, &b]));
+    wait_until(&w, "the pins are released", Duration::from_secs(15), || pins_left(&w.pins) == 0);
 }
 
 #[test]
@@ -155,4 +162,5 @@ fn a_container_restarted_by_its_restart_policy_is_not_treated_as_stopped() {
     assert_eq!(first.1, 0, "`die` before a policy restart must not hand files back: {written:?}");
     ok(w.p.docker(&["rm", "-f", &id]));
     wait_until(&w, "everything is handed back after removal", Duration::from_secs(30), || root_owned(&w.data, &[]).is_empty());
+    wait_until(&w, "the pins are released", Duration::from_secs(15), || pins_left(&w.pins) == 0);
 }

@@ -141,7 +141,7 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     }
     let pin_dir = a.pin_dir.clone().unwrap_or_else(|| default_pin_dir(&a.listen));
     let pins = Arc::new(
-        crate::hostfs::PinStore::open(&pin_dir, &workspace).with_context(|| "setting up bind pins (the proxy must run as root, in the daemon's mount namespace)")?,
+        crate::hostfs::PinStore::open(&pin_dir, &workspace, &a.upstream.display().to_string()).with_context(|| "setting up bind pins (the proxy must run as root, in the daemon's mount namespace)")?,
     );
     let listener = bind_socket(&a.listen, uid, gid, a.socket_mode)?;
     let shared = Arc::new(Shared {

@@ -9,7 +9,9 @@
 
 pub mod chown;
 mod open;
+mod orphans;
 pub mod pins;
+mod state;
 pub mod watch;
 
 use std::os::fd::{AsFd, OwnedFd};

@@ -9,7 +9,6 @@
 //! stay the ground truth when reconciling (see `crate::hostfs::watch`).
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -24,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::open;
 use crate::policy::facts::HostPathFact;
 
-const STATE: &str = "state.json";
+use super::state::{self, STATE};
 
 /// One pin as recorded in `state.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +59,11 @@ pub enum PinError {
 #[derive(Debug)]
 pub struct PinStore {
     dir: PathBuf,
+    /// The daemon socket, recorded in the state so orphan clean-up never judges pins of
+    /// another daemon's containers.
+    upstream: String,
+    /// `flock` on `<dir>.lock`, held while this store lives.
+    _lock: std::fs::File,
     workspace: PathBuf,
     ws: OwnedFd,
     entries: Mutex<BTreeMap<String, PinEntry>>,
@@ -69,16 +73,25 @@ pub struct PinStore {
 impl PinStore {
     /// Opens the workspace, checks the pin directory (root's, mode 0700), loads the state and
     /// removes what a crash left behind. The directory exists only while it holds pins.
-    pub fn open(dir: &Path, workspace: &Path) -> Result<Self, PinError> {
+    pub fn open(dir: &Path, workspace: &Path, upstream: &str) -> Result<Self, PinError> {
         let d = dir.display().to_string();
         if d.contains([':', ',']) {
             return Err(PinError::BadDir { path: d });
         }
         let ws = open::dir(workspace)
             .map_err(|source| PinError::Workspace { path: workspace.display().to_string(), source })?;
+        let lock = state::lock(dir)?;
         ensure_dir(dir)?;
-        let entries = load(&dir.join(STATE))?;
-        let store = Self { dir: dir.to_path_buf(), workspace: workspace.to_path_buf(), ws, entries: Mutex::new(entries), counter: AtomicU64::new(0) };
+        let (_, entries) = state::load(dir)?;
+        let store = Self {
+            dir: dir.to_path_buf(),
+            upstream: upstream.to_owned(),
+            _lock: lock,
+            workspace: workspace.to_path_buf(),
+            ws,
+            entries: Mutex::new(entries),
+            counter: AtomicU64::new(0),
+        };
         store.sweep();
         store.update(|_| {});
         Ok(store)
@@ -237,26 +250,25 @@ impl PinStore {
         f(&g)
     }
 
-    /// Applies `f` and writes the state file atomically (temp file, fsync, rename). With no
-    /// pin left, removes the state file and the (then empty) directory instead.
+    /// Applies `f` and records the state (`state::save`; with no pin left, the directory goes).
     fn update(&self, f: impl FnOnce(&mut BTreeMap<String, PinEntry>)) {
         let mut g = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         f(&mut g);
-        if g.is_empty() {
-            let _ = std::fs::remove_file(self.dir.join(STATE));
-            // Fails (and that is fine) while a pin target is being set up.
-            let _ = std::fs::remove_dir(&self.dir);
-            return;
-        }
-        if let Err(e) = save(&self.dir.join(STATE), &g) {
+        if let Err(e) = state::save(&self.dir, &self.upstream, &g) {
             tracing::warn!("{e}");
         }
+    }
+
+    /// Releases pins of proxies that are gone (`super::orphans`); `sources` is every mount
+    /// source of every container of this daemon.
+    pub fn collect_orphans(&self, sources: &std::collections::BTreeSet<String>) -> usize {
+        super::orphans::collect(&self.dir, &self.upstream, sources)
     }
 }
 
 /// The pin directory and every ancestor must be root's and not writable by others (a sticky
 /// directory such as `/tmp` aside), or the workspace user could swap a pin for a symlink.
-fn check_root_only(dir: &Path) -> std::io::Result<()> {
+pub(super) fn check_root_only(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     for a in dir.ancestors() {
         let m = std::fs::symlink_metadata(a)?;
@@ -344,36 +356,6 @@ fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn load(path: &Path) -> Result<BTreeMap<String, PinEntry>, PinError> {
-    let err = |source| PinError::State { path: path.display().to_string(), source };
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
-        Err(e) => return Err(err(e)),
-    };
-    let list: Vec<PinEntry> = serde_json::from_str(&text).map_err(|e| err(std::io::Error::other(e)))?;
-    // A pin still pending in a previous run belongs to a request that process never finished:
-    // mark it claimed by no container, so the next reconciliation releases it unless the
-    // daemon shows a container using it.
-    Ok(list
-        .into_iter()
-        .map(|mut e| {
-            e.container.get_or_insert_with(String::new);
-            (e.pin.clone(), e)
-        })
-        .collect())
-}
-
-fn save(path: &Path, m: &BTreeMap<String, PinEntry>) -> Result<(), PinError> {
-    let err = |source| PinError::State { path: path.display().to_string(), source };
-    let tmp = path.with_extension("json.tmp");
-    let list: Vec<&PinEntry> = m.values().collect();
-    let bytes = serde_json::to_vec_pretty(&list).map_err(|e| err(std::io::Error::other(e)))?;
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp).map_err(err)?;
-    f.write_all(&bytes).and_then(|()| f.sync_all()).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,7 +378,7 @@ mod tests {
         let ws = root.join("ws");
         std::fs::create_dir_all(ws.join("data")).expect("mkdir");
         std::fs::write(ws.join("data/marker"), b"m").expect("marker");
-        let store = PinStore::open(&root.join("pins"), &ws).expect("store");
+        let store = PinStore::open(&root.join("pins"), &ws, "/var/run/docker.sock").expect("store");
         let (fact, pin) = store.pin(&ws.join("data").display().to_string(), &[]);
         assert_eq!(fact, HostPathFact::Inside { is_dir: true });
         let pin = pin.expect("pinned");

@@ -7,7 +7,7 @@
 //! are buffered only briefly by the daemon, so it subscribes first, then reconciles with the
 //! container list, and reconciles again after every reconnect and every few minutes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,6 +52,8 @@ pub fn spawn(store: Arc<PinStore>, up: Upstream, owner: Owner) {
 struct Listing {
     states: BTreeMap<String, String>,
     referenced: BTreeMap<String, String>,
+    /// Every mount source of every container (for orphaned pins of other proxies).
+    sources: BTreeSet<String>,
 }
 
 /// Running, restarting and paused containers still use their binds.
@@ -70,14 +72,16 @@ async fn get_json(up: &Upstream, path: &str) -> anyhow::Result<serde_json::Value
 async fn list(up: &Upstream, store: &PinStore) -> anyhow::Result<Listing> {
     let v = get_json(up, "/containers/json?all=1").await?;
     let prefix = format!("{}/", store.dir().display());
-    let mut l = Listing { states: BTreeMap::new(), referenced: BTreeMap::new() };
+    let mut l = Listing { states: BTreeMap::new(), referenced: BTreeMap::new(), sources: BTreeSet::new() };
     for c in v.as_array().map(Vec::as_slice).unwrap_or_default() {
         let id = c["Id"].as_str().unwrap_or_default().to_owned();
         l.states.insert(id.clone(), c["State"].as_str().unwrap_or_default().to_owned());
         for m in c["Mounts"].as_array().map(Vec::as_slice).unwrap_or_default() {
-            if let Some(src) = m["Source"].as_str().filter(|s| s.starts_with(&prefix)) {
+            let Some(src) = m["Source"].as_str() else { continue };
+            if src.starts_with(&prefix) {
                 l.referenced.insert(src.to_owned(), id.clone());
             }
+            l.sources.insert(src.to_owned());
         }
     }
     Ok(l)
@@ -120,7 +124,8 @@ async fn reconcile(store: &PinStore, up: &Upstream, tx: &mpsc::UnboundedSender<J
             enqueue(store, tx, e, "reconcile: container stopped");
         }
     }
-    tracing::info!(pins = store.entries().len(), released, "pins reconciled with the daemon");
+    let orphans = store.collect_orphans(&l.sources);
+    tracing::info!(pins = store.entries().len(), released, orphans, "pins reconciled with the daemon");
     Ok(())
 }
 
