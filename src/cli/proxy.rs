@@ -139,11 +139,16 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     if a.dry_run {
         tracing::warn!("DRY RUN MODE: denials are logged as `would-deny` and forwarded anyway");
     }
-    let pin_dir = a.pin_dir.clone().unwrap_or_else(|| default_pin_dir(&a.listen));
-    let pins = Arc::new(
-        crate::hostfs::PinStore::open(&pin_dir, &workspace, &a.upstream.display().to_string()).with_context(|| "setting up bind pins (the proxy must run as root, in the daemon's mount namespace)")?,
-    );
     let listener = bind_socket(&a.listen, uid, gid, a.socket_mode)?;
+    // After the socket: a second proxy on a live socket fails there, with the clearer error.
+    let pin_dir = a.pin_dir.clone().unwrap_or_else(|| default_pin_dir(&a.listen));
+    let pins = match crate::hostfs::PinStore::open(&pin_dir, &workspace, &a.upstream.display().to_string()) {
+        Ok(p) => Arc::new(p),
+        Err(e) => {
+            let _ = std::fs::remove_file(&a.listen);
+            return Err(e).context("setting up bind pins (the proxy must run as root, in the daemon's mount namespace)");
+        }
+    };
     let shared = Arc::new(Shared {
         policy,
         upstream: proxy::upstream::client(a.upstream.clone()),

@@ -48,7 +48,7 @@ pub fn lock(dir: &Path) -> Result<File, PinError> {
                 std::thread::sleep(Duration::from_millis(50));
             }
             Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(err(std::io::Error::other("another dockwarden proxy uses this pin directory")));
+                return Err(err(std::io::Error::other("the pin directory is in use by another dockwarden proxy")));
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(err(e)),
         }
