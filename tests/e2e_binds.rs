@@ -231,3 +231,16 @@ fn pins_of_a_proxy_that_is_gone_are_released_by_the_next_proxy() {
         !a.exists() && !root.join("pins/a.lock").exists()
     });
 }
+
+/// A container created through the proxy stores pin paths as its bind sources; joining its
+/// namespaces re-checks that stored HostConfig lexically, so the pin directory must count as
+/// inside there (`policy/container/binds.rs`, `judge_source`, `Mode::Stored`: accept sources
+/// beneath `facts.env.pin_dir`).
+#[test]
+#[ignore = "needs the Mode::Stored pin-dir check in src/policy/container/binds.rs (docs/binds.md, integration)"]
+fn a_container_with_pinned_binds_can_be_joined() {
+    let w = setup(&[]);
+    let a = ok(w.p.docker(&["run", "-d", "-v", &bind(&w), IMAGE, "sleep", "300"]));
+    ok(w.p.docker(&["run", "--rm", "--network", &format!("container:{a}"), IMAGE, "true"]));
+    remove_and_check_released(&w, &a);
+}

@@ -79,6 +79,7 @@ fn case_facts(f: &Value, ws: &Ws) -> Facts {
         proxy_socket: PROXY.into(),
         daemon_sockets: vec!["/var/run/docker.sock".into(), "/run/docker.sock".into()],
         cgroup_parent: f.get("cgroup_parent").and_then(Value::as_str).map(str::to_owned),
+        pin_dir: "/pins".into(),
     };
     let mut facts = Facts { env, container_count: Some(1), ..Facts::default() };
     let obj = |k: &str| f.get(k).and_then(Value::as_object).cloned().unwrap_or_default();

@@ -130,18 +130,19 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
         None => AuditLog::stderr(),
     };
     let upstream_path = a.upstream.display().to_string();
+    let pin_dir = a.pin_dir.clone().unwrap_or_else(|| default_pin_dir(&a.listen));
     let env = Environment {
         workspace: workspace.display().to_string(),
         proxy_socket: a.listen.display().to_string(),
         daemon_sockets: vec![upstream_path.clone(), "/var/run/docker.sock".into(), "/run/docker.sock".into()],
         cgroup_parent: None,
+        pin_dir: pin_dir.display().to_string(),
     };
     if a.dry_run {
         tracing::warn!("DRY RUN MODE: denials are logged as `would-deny` and forwarded anyway");
     }
     let listener = bind_socket(&a.listen, uid, gid, a.socket_mode)?;
     // After the socket: a second proxy on a live socket fails there, with the clearer error.
-    let pin_dir = a.pin_dir.clone().unwrap_or_else(|| default_pin_dir(&a.listen));
     let pins = match crate::hostfs::PinStore::open(&pin_dir, &workspace, &a.upstream.display().to_string()) {
         Ok(p) => Arc::new(p),
         Err(e) => {

@@ -85,6 +85,10 @@ pub struct Environment {
     pub daemon_sockets: Vec<String>,
     /// The cgroup parent every container is placed under, when the budget is on.
     pub cgroup_parent: Option<String>,
+    /// The root-only directory holding this proxy's bind pins (`crate::hostfs::pins`). A
+    /// stored HostConfig of a container made through the proxy names pins from here in place
+    /// of workspace paths; empty in tests that do not pin.
+    pub pin_dir: String,
 }
 
 /// Gathered facts. A missing entry means "not gathered", which rules treat as a denial.
