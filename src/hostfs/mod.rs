@@ -8,6 +8,7 @@
 //! See `docs/binds.md`.
 
 pub mod chown;
+mod mounts;
 mod open;
 mod orphans;
 pub mod pins;

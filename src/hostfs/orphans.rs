@@ -39,7 +39,7 @@ fn collect_one(dir: &Path, lock: &Path, upstream: &str, sources: &BTreeSet<Strin
     if f.try_lock().is_err() {
         return 0; // its proxy is alive
     }
-    if super::pins::check_root_only(dir).is_err() {
+    if super::mounts::check_root_only(dir).is_err() {
         return 0;
     }
     let Ok((Some(up), mut pins)) = state::load(dir) else { return 0 };
@@ -70,9 +70,8 @@ fn collect_one(dir: &Path, lock: &Path, upstream: &str, sources: &BTreeSet<Strin
 
 /// A lock file without its directory: removed once free.
 fn remove_stale_lock(lock: &Path) {
-    if let Ok(f) = std::fs::OpenOptions::new().read(true).write(true).open(lock) {
-        if f.try_lock().is_ok() {
-            let _ = std::fs::remove_file(lock);
-        }
+    let free = std::fs::OpenOptions::new().read(true).write(true).open(lock).is_ok_and(|f| f.try_lock().is_ok());
+    if free {
+        let _ = std::fs::remove_file(lock);
     }
 }

@@ -1,11 +1,12 @@
-//! The pin and chown-back watcher: follows the daemon's container events, releases pins when
-//! their container is destroyed, and hands root-written files back once no container that
-//! uses a bind source is running, restarting or paused.
+//! The pin and chown-back watcher. It follows the daemon's container events (`die`, `stop`,
+//! `destroy`), releases pins when their container is destroyed, and hands root-written files
+//! back once no container that uses a bind source is running, restarting or paused.
 //!
-//! `die` also fires before a restart-policy restart; the daemon marks the container
-//! `restarting` before it emits `die`, so the state in the container list decides. Events
-//! are buffered only briefly by the daemon, so it subscribes first, then reconciles with the
-//! container list, and reconciles again after every reconnect and every few minutes.
+//! `die` also fires before a restart-policy restart. The daemon marks the container
+//! `restarting` before it emits `die`, and inspect (which waits for the container's lock)
+//! tells the two apart. Events are buffered only briefly by the daemon, so the watcher
+//! subscribes first, then reconciles with the container list, and reconciles again after every
+//! reconnect and every few minutes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::OwnedFd;
@@ -178,7 +179,7 @@ async fn follow(store: Arc<PinStore>, up: Upstream, tx: mpsc::UnboundedSender<Jo
 }
 
 async fn follow_once(store: &PinStore, up: &Upstream, tx: &mpsc::UnboundedSender<Job>) -> anyhow::Result<()> {
-    let filters = r#"{"type":["container"],"event":["start","die","stop","destroy"]}"#;
+    let filters = r#"{"type":["container"],"event":["die","stop","destroy"]}"#;
     let path = format!("/events?filters={}", pct(filters));
     let resp = up.request(http::Request::get(upstream::uri(&path)?).body(body::empty())?).await?;
     anyhow::ensure!(resp.status().is_success(), "daemon answered {} to `/events`", resp.status());
@@ -219,7 +220,13 @@ fn pct(s: &str) -> String {
 /// Runs chown jobs one at a time, each in bounded blocking steps.
 async fn worker(mut rx: mpsc::UnboundedReceiver<Job>, owner: Owner) {
     while let Some(job) = rx.recv().await {
-        let Ok(mut w) = Walker::new(job.root, owner.uid, owner.gid) else { continue };
+        let mut w = match Walker::new(job.root, owner.uid, owner.gid) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(pin = %job.entry.pin, "chown-back cannot start: {e}");
+                continue;
+            }
+        };
         loop {
             let res = tokio::task::spawn_blocking(move || {
                 let done = w.step(STEP);
