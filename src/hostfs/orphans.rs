@@ -70,8 +70,9 @@ fn collect_one(dir: &Path, lock: &Path, upstream: &str, sources: &BTreeSet<Strin
 
 /// A lock file without its directory: removed once free.
 fn remove_stale_lock(lock: &Path) {
-    let free = std::fs::OpenOptions::new().read(true).write(true).open(lock).is_ok_and(|f| f.try_lock().is_ok());
-    if free {
+    let Ok(f) = std::fs::OpenOptions::new().read(true).write(true).open(lock) else { return };
+    // Removed while we hold the lock, so no proxy can be starting on it meanwhile.
+    if f.try_lock().is_ok() {
         let _ = std::fs::remove_file(lock);
     }
 }
