@@ -12,6 +12,7 @@ mod mounts;
 mod open;
 mod orphans;
 pub mod pins;
+mod plan;
 mod state;
 pub mod watch;
 

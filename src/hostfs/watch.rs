@@ -18,6 +18,7 @@ use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
 use super::chown::{Summary, Walker};
+use super::plan::{self, Plan};
 use super::pins::{PinEntry, PinStore};
 use crate::proxy::body;
 use crate::proxy::upstream::{self, Upstream};
@@ -57,11 +58,6 @@ struct Listing {
     sources: BTreeSet<String>,
 }
 
-/// Running, restarting and paused containers still use their binds.
-fn busy(state: Option<&String>) -> bool {
-    matches!(state.map(String::as_str), Some("running" | "restarting" | "paused"))
-}
-
 async fn get_json(up: &Upstream, path: &str) -> anyhow::Result<serde_json::Value> {
     let req = http::Request::get(upstream::uri(path)?).body(body::empty())?;
     let resp = up.request(req).await?;
@@ -88,51 +84,39 @@ async fn list(up: &Upstream, store: &PinStore) -> anyhow::Result<Listing> {
     Ok(l)
 }
 
-/// True when another pin of the same inode belongs to a container that still runs.
-fn group_busy(store: &PinStore, e: &PinEntry, l: &Listing) -> bool {
-    store.entries().iter().any(|o| {
-        (o.dev, o.ino) == (e.dev, e.ino) && o.container.as_ref().is_some_and(|c| busy(l.states.get(c)))
-    })
-}
-
-fn enqueue(store: &PinStore, tx: &mpsc::UnboundedSender<Job>, e: PinEntry, why: &'static str) {
-    match store.open_root(&e) {
-        Ok(root) => {
-            let _ = tx.send(Job { root, entry: e, why });
+/// Carries a plan out: opens every chown-back root first (through the pin), then releases,
+/// then queues the walks.
+fn execute(store: &PinStore, tx: &mpsc::UnboundedSender<Job>, plan: Plan) {
+    let mut jobs = Vec::new();
+    for (entry, why) in plan.chown {
+        match store.open_root(&entry) {
+            Ok(root) => jobs.push(Job { root, entry, why }),
+            Err(err) => tracing::warn!(pin = %entry.pin, "cannot open pin for chown-back: {err}"),
         }
-        Err(err) => tracing::warn!(pin = %e.pin, "cannot open pin for chown-back: {err}"),
+    }
+    let release: Vec<String> = plan.release.into_iter().map(|e| e.pin).collect();
+    store.release_all(&release);
+    for j in jobs {
+        let _ = tx.send(j);
     }
 }
 
 /// Brings pins in line with the daemon: orphans are handed back and released, pins of
-/// stopped containers are handed back.
+/// stopped containers are handed back, and pins of proxies that are gone are collected.
 async fn reconcile(store: &PinStore, up: &Upstream, tx: &mpsc::UnboundedSender<Job>) -> anyhow::Result<()> {
     let before = store.claimed();
     let l = list(up, store).await?;
     store.adopt(&l.referenced);
-    let mut released = 0;
-    for e in before.into_iter().filter(|e| !l.referenced.contains_key(&e.pin)) {
-        let open = store.open_root(&e);
-        store.release_all(std::slice::from_ref(&e.pin));
-        released += 1;
-        if let (Ok(root), false) = (open, group_busy(store, &e, &l)) {
-            let _ = tx.send(Job { root, entry: e, why: "reconcile: container gone" });
-        }
-    }
-    for e in store.claimed() {
-        let stopped = e.container.as_ref().is_some_and(|c| !busy(l.states.get(c)));
-        if stopped && !group_busy(store, &e, &l) {
-            enqueue(store, tx, e, "reconcile: container stopped");
-        }
-    }
+    let p = plan::reconcile(&before, &store.entries(), &l.referenced, &l.states);
+    let released = p.release.len();
+    execute(store, tx, p);
     let orphans = store.collect_orphans(&l.sources);
     tracing::info!(pins = store.entries().len(), released, orphans, "pins reconciled with the daemon");
     Ok(())
 }
 
 async fn on_event(store: &PinStore, up: &Upstream, tx: &mpsc::UnboundedSender<Job>, action: &str, id: &str) -> anyhow::Result<()> {
-    let pins = store.pins_of(id);
-    if pins.is_empty() {
+    if store.pins_of(id).is_empty() {
         return Ok(());
     }
     let mut l = list(up, store).await?;
@@ -140,28 +124,11 @@ async fn on_event(store: &PinStore, up: &Upstream, tx: &mpsc::UnboundedSender<Jo
         // The list is a snapshot the daemon may not have updated when it emits `die`; inspect
         // takes the container's lock, so it answers after the exit was recorded (`exited`, or
         // `restarting` when a restart policy will bring it back).
-        if let Ok(v) = get_json(up, &format!("/containers/{}/json", pct(id))).await {
-            l.states.insert(id.to_owned(), v["State"]["Status"].as_str().unwrap_or_default().to_owned());
-        }
+        let v = get_json(up, &format!("/containers/{}/json", pct(id))).await?;
+        l.states.insert(id.to_owned(), v["State"]["Status"].as_str().unwrap_or_default().to_owned());
     }
-    tracing::debug!(container.id = id, event = action, state = l.states.get(id).map(String::as_str).unwrap_or("gone"), pins = pins.len(), "container event");
-    match action {
-        "destroy" => {
-            for e in pins {
-                let open = store.open_root(&e);
-                store.release_all(std::slice::from_ref(&e.pin));
-                if let (Ok(root), false) = (open, group_busy(store, &e, &l)) {
-                    let _ = tx.send(Job { root, entry: e, why: "destroy" });
-                }
-            }
-        }
-        _ if busy(l.states.get(id)) => {}
-        _ => {
-            for e in pins.into_iter().filter(|e| !group_busy(store, e, &l)) {
-                enqueue(store, tx, e, "stopped");
-            }
-        }
-    }
+    tracing::debug!(container.id = id, event = action, state = l.states.get(id).map(String::as_str).unwrap_or("gone"), "container event");
+    execute(store, tx, plan::on_event(action, id, &store.entries(), &l.states));
     Ok(())
 }
 
