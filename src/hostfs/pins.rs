@@ -38,6 +38,18 @@ pub struct PinEntry {
     /// Identity of the pinned inode: pins of the same source share it.
     pub dev: u64,
     pub ino: u64,
+    /// When the pin was made (Unix seconds): a pin pending for longer than
+    /// [`PENDING_MAX_SECS`] belongs to a request that never finished (client gone).
+    #[serde(default)]
+    pub created: u64,
+}
+
+/// A create holds its pins pending for milliseconds to seconds; after this long, a pending pin
+/// is treated like a claimed one by reconciliation (released unless a container uses it).
+pub const PENDING_MAX_SECS: u64 = 600;
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 /// Why the pin store could not be set up or updated.
@@ -126,7 +138,7 @@ impl PinStore {
             }
         }
         let pin = target.display().to_string();
-        let entry = PinEntry { pin: pin.clone(), source: super::clean(path), is_dir, container: None, dev: st.st_dev, ino: st.st_ino };
+        let entry = PinEntry { pin: pin.clone(), source: super::clean(path), is_dir, container: None, dev: st.st_dev, ino: st.st_ino, created: now_secs() };
         self.update(|m| {
             m.insert(pin.clone(), entry);
         });
@@ -192,18 +204,22 @@ impl PinStore {
                     e.container = Some(id.clone());
                 } else if let (true, Ok(st)) = (mounted.contains(pin), nix::sys::stat::stat(Path::new(pin))) {
                     let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-                    let e = PinEntry { pin: pin.clone(), source: "(adopted)".into(), is_dir, container: Some(id.clone()), dev: st.st_dev, ino: st.st_ino };
+                    let e = PinEntry { pin: pin.clone(), source: "(adopted)".into(), is_dir, container: Some(id.clone()), dev: st.st_dev, ino: st.st_ino, created: now_secs() };
                     m.insert(pin.clone(), e);
                 }
             }
         });
     }
 
-    /// Claimed entries (never pending ones: their create is in flight). Take this snapshot
-    /// *before* listing the daemon's containers, so a pin claimed after the listing is not
-    /// mistaken for an orphan.
-    pub fn claimed(&self) -> Vec<PinEntry> {
-        self.with(|m| m.values().filter(|e| e.container.is_some()).cloned().collect())
+    /// Entries reconciliation may release: claimed ones, and pending ones older than
+    /// [`PENDING_MAX_SECS`] (a request whose client went away mid-create). Never a pending pin
+    /// of a create in flight. Take this snapshot *before* listing the daemon's containers, so
+    /// a pin claimed after the listing is not mistaken for an orphan.
+    pub fn settled(&self) -> Vec<PinEntry> {
+        let now = now_secs();
+        self.with(|m| {
+            m.values().filter(|e| e.container.is_some() || now.saturating_sub(e.created) > PENDING_MAX_SECS).cloned().collect()
+        })
     }
 
     /// Removes what a crash can leave behind: pins mounted but never recorded (the request

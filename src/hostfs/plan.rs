@@ -42,7 +42,7 @@ pub fn on_event(action: &str, id: &str, all: &[PinEntry], states: &States) -> Pl
     plan
 }
 
-/// A reconciliation. `before` are the claimed pins snapshotted *before* listing the daemon's
+/// A reconciliation. `before` are the settled pins (`PinStore::settled`) snapshotted *before* listing the daemon's
 /// containers; `all` are the pins after adopting what the listing showed; `referenced` is pin
 /// path → container from the listing. Claimed pins no container uses are released (and handed
 /// back); pins of stopped containers are handed back.
@@ -68,7 +68,7 @@ mod tests {
     use super::*;
 
     fn pin(name: &str, container: Option<&str>, ino: u64) -> PinEntry {
-        PinEntry { pin: format!("/pins/{name}"), source: "/ws/data".into(), is_dir: true, container: container.map(str::to_owned), dev: 1, ino }
+        PinEntry { pin: format!("/pins/{name}"), source: "/ws/data".into(), is_dir: true, container: container.map(str::to_owned), dev: 1, ino, created: 0 }
     }
 
     fn states(s: &[(&str, &str)]) -> States {

@@ -104,7 +104,7 @@ fn execute(store: &PinStore, tx: &mpsc::UnboundedSender<Job>, plan: Plan) {
 /// Brings pins in line with the daemon: orphans are handed back and released, pins of
 /// stopped containers are handed back, and pins of proxies that are gone are collected.
 async fn reconcile(store: &PinStore, up: &Upstream, tx: &mpsc::UnboundedSender<Job>) -> anyhow::Result<()> {
-    let before = store.claimed();
+    let before = store.settled();
     let l = list(up, store).await?;
     store.adopt(&l.referenced);
     let p = plan::reconcile(&before, &store.entries(), &l.referenced, &l.states);

@@ -63,8 +63,8 @@ pub async fn after_create(
     let bytes: Bytes = match b.collect().await {
         Ok(c) => c.to_bytes(),
         Err(e) => {
-            // The container exists but we cannot tell which: the next reconciliation claims
-            // the pins from the daemon's container list.
+            // The container exists but we cannot tell which: reconciliation claims the pins
+            // from the daemon's container list (or releases them once they are stale).
             tracing::warn!("reading the create answer: {e}");
             return Err(ProxyError::Upstream { socket: shared.upstream_path.clone(), reason: e.to_string() });
         }
@@ -74,7 +74,7 @@ pub async fn after_create(
         .and_then(|v| v.get("Id").and_then(|i| i.as_str()).map(str::to_owned));
     match id {
         Some(id) => store.claim(&used, &id),
-        None => tracing::warn!("create answer without an `Id`; pins stay pending until reconciled"),
+        None => tracing::warn!("create answer without an `Id`; reconciliation will claim or release its pins"),
     }
     Ok(Response::from_parts(parts, body::full(bytes)))
 }
