@@ -244,3 +244,23 @@ fn a_container_with_pinned_binds_can_be_joined() {
     ok(w.p.docker(&["run", "--rm", "--network", &format!("container:{a}"), IMAGE, "true"]));
     remove_and_check_released(&w, &a);
 }
+
+#[test]
+fn a_second_proxy_cannot_share_a_live_proxys_pin_directory() {
+    let w = setup(&[]);
+    let other = tempfile::Builder::new().prefix("dwbind2").tempdir_in("/tmp").expect("tempdir");
+    let out = run_with_timeout(
+        std::process::Command::new(env!("CARGO_BIN_EXE_dockwarden"))
+            .args(["proxy", "--listen"])
+            .arg(other.path().join("s.sock"))
+            .arg("--workspace")
+            .arg(&w.p.workspace)
+            .arg("--pin-dir")
+            .arg(&w.pins),
+        None,
+        Duration::from_secs(30),
+    );
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("in use by another dockwarden proxy"), "{}", stderr(&out));
+    assert!(!other.path().join("s.sock").exists(), "the refused proxy leaves no socket behind");
+}
