@@ -48,6 +48,9 @@ pub struct ProxyArgs {
     /// Most client connections served at once.
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
+    // Surface issue: container cap and shared cgroup budget flags.
+    #[command(flatten)]
+    pub budget: super::budget::BudgetArgs,
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
@@ -111,7 +114,8 @@ async fn shutdown_signal() {
 }
 
 async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
-    let policy = load_policy(a.policy.as_deref())?;
+    let mut policy = load_policy(a.policy.as_deref())?;
+    super::budget::apply_cap(&a.budget, &mut policy)?; // surface issue
     let workspace = a.workspace.canonicalize().with_context(|| format!("workspace `{}`", a.workspace.display()))?;
     let meta = std::fs::metadata(&workspace)?;
     let (uid, gid) = (a.uid.unwrap_or(meta.uid()), a.gid.unwrap_or(meta.gid()));
@@ -120,11 +124,15 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
         None => AuditLog::stderr(),
     };
     let upstream_path = a.upstream.display().to_string();
+    let upstream = proxy::upstream::client(a.upstream.clone());
+    let budget = super::budget::prepare(&a.budget, &policy, &upstream).await?; // surface issue
     let env = Environment {
         workspace: workspace.display().to_string(),
         proxy_socket: a.listen.display().to_string(),
         daemon_sockets: vec![upstream_path.clone(), "/var/run/docker.sock".into(), "/run/docker.sock".into()],
-        cgroup_parent: None,
+        cgroup_parent: budget.cgroup_parent,
+        memory_budget: budget.memory,
+        pids_budget: budget.pids,
     };
     if a.dry_run {
         tracing::warn!("DRY RUN MODE: denials are logged as `would-deny` and forwarded anyway");
@@ -132,7 +140,7 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     let listener = bind_socket(&a.listen, uid, gid, a.socket_mode)?;
     let shared = Arc::new(Shared {
         policy,
-        upstream: proxy::upstream::client(a.upstream.clone()),
+        upstream,
         upstream_path,
         audit,
         dry_run: a.dry_run,
