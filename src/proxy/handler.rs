@@ -151,6 +151,11 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Pee
             None
         }
         Verdict::Deny(d) => {
+            // Surface issue: keep reading an unread streaming body (a build context) while the
+            // refusal goes out, so the client sees the 403 rather than a broken pipe.
+            if let Some(s) = stream_body.take() {
+                tokio::spawn(drain(s));
+            }
             audit.log(Some(&route), "deny", Some(&Verdict::Deny(d.clone())));
             tracing::info!(rule.id = d.rule, docker.endpoint = %route.endpoint.name(), "denied: {}", d.message);
             return Err(d.into());
@@ -163,6 +168,21 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Pee
     };
     let query = permitted.as_ref().and_then(|p| p.query()).map(Query::encode);
     forward(&shared, parts, query, fwd_body, upgrade).await
+}
+
+/// Reads and discards a refused request's body, up to a cap, then drops the connection's body.
+async fn drain(mut b: Incoming) {
+    const CAP: usize = 64 << 20;
+    let mut seen = 0usize;
+    let read = async {
+        while let Some(Ok(frame)) = b.frame().await {
+            seen += frame.data_ref().map_or(0, |d| d.len());
+            if seen > CAP {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(30), read).await;
 }
 
 async fn decide_with_facts(shared: &Shared, req: &policy::Request) -> Result<Verdict, ProxyError> {
