@@ -57,14 +57,18 @@ pub fn apply_cap(a: &BudgetArgs, policy: &mut Policy) -> anyhow::Result<()> {
 
 /// Detects the daemon's cgroup layout and installs the parent cgroup, or refuses to start.
 pub async fn prepare(a: &BudgetArgs, policy: &Policy, up: &Upstream) -> anyhow::Result<Budget> {
-    let info = crate::proxy::facts::daemon_get(up, "/info").await.context("asking the daemon for `/info`")?;
-    let info = info.as_ref().and_then(|j| j.as_object()).cloned().unwrap_or_default();
-    let text = |k: &str| info.str(k).ok().flatten().unwrap_or_default().to_owned();
-    warn_daemon_config(a, &text("ServerVersion"));
+    let info = crate::proxy::facts::daemon_get(up, "/info").await;
     if a.no_cgroup_budget {
+        // The daemon may be down at start-up here; the config warnings then skip version checks.
+        let version = info.ok().flatten().and_then(|j| j.as_object().and_then(|o| o.str("ServerVersion").ok().flatten().map(str::to_owned)));
+        warn_daemon_config(a, version.as_deref().unwrap_or(""));
         tracing::warn!("--no-cgroup-budget: containers are not held to a shared memory and pids budget");
         return Ok(Budget::default());
     }
+    let info = info.context("asking the daemon for `/info` (needed for the shared budget; --no-cgroup-budget skips it)")?;
+    let info = info.as_ref().and_then(|j| j.as_object()).cloned().unwrap_or_default();
+    let text = |k: &str| info.str(k).ok().flatten().unwrap_or_default().to_owned();
+    warn_daemon_config(a, &text("ServerVersion"));
     let layout = Layout::from_info(&text("CgroupDriver"), &text("CgroupVersion"))
         .context("the shared budget cannot be applied; pass --no-cgroup-budget to run without it")?;
     let share = Amount::Fraction(policy.limits.share);
