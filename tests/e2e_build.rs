@@ -1,0 +1,103 @@
+//! Builds through the proxy: the classic builder and BuildKit (`/session`) work; host
+//! networking, cgroup parents and daemon-side remote contexts are refused, including when the
+//! parameters try to arrive in a form body.
+
+mod common;
+use common::*;
+
+use std::time::Duration;
+
+fn context(p: &Proxy) -> std::path::PathBuf {
+    let ctx = p.workspace.join("ctx");
+    std::fs::create_dir_all(&ctx).expect("ctx");
+    std::fs::write(ctx.join("Dockerfile"), format!("FROM {IMAGE}\nRUN grep memory /proc/self/cgroup; echo built > /built\n")).expect("Dockerfile");
+    ctx
+}
+
+fn build(p: &Proxy, cli: &str, buildkit: bool, args: &[&str]) -> std::process::Output {
+    let mut c = p.cmd(cli);
+    c.env("DOCKER_BUILDKIT", if buildkit { "1" } else { "0" }).arg("build").args(args);
+    run_with_timeout(&mut c, None, Duration::from_secs(300))
+}
+
+#[test]
+fn rejects_build_with_host_network() {
+    let p = Proxy::start(&[]);
+    let ctx = context(&p);
+    let ctx = ctx.to_str().expect("utf-8");
+    let mut tried = 0;
+    for cli in clis() {
+        let o = build(&p, cli, false, &["--network", "host", "-t", &unique("bnet"), ctx]);
+        assert!(!o.status.success());
+        assert!(stderr(&o).contains("rule build.network"), "{cli}: {}", stderr(&o));
+        tried += 1;
+    }
+    if let Some(cli) = cli2010() {
+        let o = build(&p, cli, true, &["--network", "host", "-t", &unique("bnet"), ctx]);
+        assert!(stderr(&o).contains("rule build.network"), "buildkit: {}", stderr(&o));
+    }
+    assert!(tried > 0, "no docker CLI");
+}
+
+#[test]
+fn legacy_and_buildkit_builds_work_through_the_proxy() {
+    let p = Proxy::start(&[]);
+    let ctx = context(&p);
+    let ctx = ctx.to_str().expect("utf-8");
+    let legacy = unique("blegacy");
+    let bk = unique("bbuildkit");
+    let cli = cli28().or(cli2010()).expect("a docker CLI");
+    let out = ok(build(&p, cli, false, &["-t", &legacy, ctx]));
+    // The classic builder's RUN container runs under the budget's parent cgroup.
+    assert!(out.contains(":memory:/dockwarden/"), "{out}");
+    assert_eq!(ok(p.docker(&["run", "--rm", &legacy, "cat", "/built"])), "built");
+    if let Some(cli) = cli2010() {
+        ok(build(&p, cli, true, &["-t", &bk, ctx]));
+        assert_eq!(ok(p.docker(&["run", "--rm", &bk, "cat", "/built"])), "built");
+        assert!(p.audit_log().contains(r#""endpoint":"Session","decision":"allow""#));
+    }
+    assert!(p.audit_log().contains("build cgroupparent set to `/dockwarden`"), "{}", p.audit_log());
+    for img in [&legacy, &bk] {
+        let _ = daemon(&["rmi", img]);
+    }
+}
+
+fn status(resp: &str) -> u16 {
+    resp.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+#[test]
+fn rejects_daemon_side_remote_context_and_cgroup_parent() {
+    let p = Proxy::start(&[]);
+    for (query, rule) in [
+        ("remote=http://169.254.169.254/latest", "build.remote"),
+        ("remote=https://github.com/moby/moby.git", "build.remote"),
+        ("cgroupparent=/", "build.cgroup_parent"),
+        ("networkmode=container:abc", "build.network"),
+        ("networkmode=default&networkmode=host", "build.network"),
+        ("isolation=hyperv", "build.option"),
+    ] {
+        let r = p.raw(format!("POST /v1.41/build?{query} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").as_bytes());
+        assert_eq!(status(&r), 403, "{query}: {r}");
+        assert!(r.contains(rule), "{query}: {r}");
+    }
+}
+
+#[test]
+fn rejects_build_parameters_smuggled_in_a_form_body() {
+    let p = Proxy::start(&[]);
+    let body = "networkmode=host";
+    let r = p.raw(
+        format!("POST /v1.41/build HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+            .as_bytes(),
+    );
+    assert_eq!(status(&r), 403, "{r}");
+    assert!(r.contains("request.form_body"), "{r}");
+    let body = "--b\r\nContent-Disposition: form-data; name=\"networkmode\"\r\n\r\nhost\r\n--b--\r\n";
+    let r = p.raw(
+        format!("POST /v1.41/build HTTP/1.1\r\nHost: x\r\nContent-Type: Multipart/Form-Data; boundary=b\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+            .as_bytes(),
+    );
+    assert_eq!(status(&r), 403, "{r}");
+    assert!(r.contains("request.form_body"), "{r}");
+}
