@@ -1,7 +1,7 @@
 //! The exhaustive per-endpoint decision: every [`Endpoint`] variant appears in each `match`
 //! below with no wildcard arm, so a new endpoint does not compile until it is classified.
 
-use super::{build, container, limits, network, volume};
+use super::{build, container, kind, limits, network, volume};
 use super::{BodyNeed, Denial, FactQuery, Facts, Permitted, Policy, Request};
 use crate::api::route::Endpoint as E;
 use crate::api::version::ApiVersion;
@@ -89,6 +89,7 @@ pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted
         E::ContainerStart(_) => container::decide_start(req),
         // Surface issue: then the networks it joins (network::check_endpoints).
         E::ContainerCreate => container::decide_create(req, facts, policy)
+            .map_err(|d| kind::annotate(req, d))
             .and_then(|p| network::check_endpoints(req, facts, policy).map(|()| p)),
         E::ContainerUpdate(_) => container::decide_update(req, facts, policy),
         E::ExecCreate(_) => container::decide_exec(req),
