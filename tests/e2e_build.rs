@@ -32,11 +32,12 @@ fn rejects_build_with_host_network() {
         assert!(stderr(&o).contains("rule build.network"), "{cli}: {}", stderr(&o));
         tried += 1;
     }
-    if let Some(cli) = cli2010() {
-        let o = build(&p, cli, true, &["--network", "host", "-t", &unique("bnet"), ctx]);
-        assert!(stderr(&o).contains("rule build.network"), "buildkit: {}", stderr(&o));
-    }
     assert!(tried > 0, "no docker CLI");
+    // BuildKit's `/build?version=2` is refused the same way. (Not through the 20.10 CLI: when the
+    // build fails before its `/session` dial completes, that CLI deadlocks in `Session.Close`;
+    // see docs/networks-build.md.)
+    let r = p.raw(b"POST /v1.41/build?version=2&remote=client-session&session=s1&networkmode=host HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+    assert!(r.starts_with("HTTP/1.1 403") && r.contains("build.network"), "{r}");
 }
 
 #[test]
