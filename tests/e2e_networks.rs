@@ -60,7 +60,6 @@ fn network_create_allows_plain_bridges_and_refuses_the_rest() {
         (vec!["-o".into(), "com.docker.network.bridge.gateway_mode_ipv4=routed".into()], "network.option"),
         (vec!["-o".into(), "com.docker.network.driver.mtu=100000".into()], "network.option"),
         (vec!["--ipv6".into(), "--subnet".into(), "fd42:dead:beef::/64".into()], "network.ipv6"),
-        (vec!["--attachable".into()], "network.scope"),
         (vec!["--scope".into(), "swarm".into()], "network.scope"),
         (vec!["--config-only".into()], "network.config_from"),
         (vec!["--ipam-driver".into(), "custom".into()], "network.ipam"),

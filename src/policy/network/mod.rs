@@ -28,8 +28,8 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         id: "network.scope",
-        rationale: "swarm-scoped, attachable and ingress networks belong to swarm mode, which is not available",
-        hint: "create a local network without `--scope`, `--attachable` or `--ingress`",
+        rationale: "swarm-scoped and ingress networks belong to swarm mode, which is not available (`Attachable` only matters there and is accepted)",
+        hint: "create a local network without `--scope` or `--ingress`",
     },
     Rule {
         id: "network.config_from",

@@ -62,9 +62,9 @@ fn check_scope(o: &Object) -> Result<(), Denial> {
         None | Some("") | Some("local") => {}
         Some(s) => return Err(Denial::new(rule, format!("network scope `{s}` is not allowed; only `local` networks are"))),
     }
-    if o.bool("Attachable")? == Some(true) {
-        return Err(Denial::new(rule, "attachable networks belong to swarm mode and are not allowed"));
-    }
+    // `Attachable` only matters for swarm-scoped networks (refused above); docker-compose 1.x
+    // sends `Attachable: true` for its local bridge networks, so it is accepted and ignored.
+    o.bool("Attachable")?;
     if o.bool("Ingress")? == Some(true) {
         return Err(Denial::new(rule, "ingress networks belong to swarm mode and are not allowed"));
     }

@@ -76,7 +76,7 @@ fn rejects_options_outside_the_allow_list() {
 #[test]
 fn rejects_swarm_and_config_from_networks() {
     assert_eq!(create(r#"{"Name":"n","Scope":"swarm"}"#), Some("network.scope"));
-    assert_eq!(create(r#"{"Name":"n","Attachable":true}"#), Some("network.scope"));
+    assert_eq!(create(r#"{"Name":"n","Attachable":true}"#), None, "docker-compose 1.x sends it");
     assert_eq!(create(r#"{"Name":"n","Ingress":true}"#), Some("network.scope"));
     assert_eq!(create(r#"{"Name":"n","ConfigOnly":true}"#), Some("network.config_from"));
     assert_eq!(create(r#"{"Name":"n","ConfigFrom":{"Network":"cfg"}}"#), Some("network.config_from"));
