@@ -189,7 +189,12 @@ mod tests {
         assert_eq!(deny(r#"{"HostConfig":{"Memory":134217728}}"#), Some("limits.memory"));
         assert_eq!(deny(r#"{"HostConfig":{"PidsLimit":1000}}"#), Some("limits.pids"));
         assert_eq!(deny(r#"{"HostConfig":{"PidsLimit":-1}}"#), None);
-        assert_eq!(deny(r#"{"HostConfig":{"CgroupParent":"/"}}"#), Some("limits.cgroup_parent"));
+        // The container rules refuse a client's CgroupParent first; this module is the backstop.
+        assert!(deny(r#"{"HostConfig":{"CgroupParent":"/"}}"#).is_some_and(|r| r.ends_with("cgroup_parent")));
+        let env = Environment { cgroup_parent: Some("/dwbudget".into()), ..Environment::default() };
+        let hc = crate::api::json::parse(br#"{"CgroupParent":"/"}"#).expect("json");
+        let err = check_cgroup_parent(hc.as_object().expect("object"), &env).expect_err("refused");
+        assert_eq!(err.rule, "limits.cgroup_parent");
         let upd = |body: &str| match run("/containers/abc/update", body, &f) {
             Verdict::Deny(d) => Some(d.rule),
             Verdict::Allow(_) => None,
