@@ -94,10 +94,13 @@ fn memory_budget_kills_a_container_that_allocates_past_it() {
     assert_eq!(out, "rc=0");
     // Past it: 200 MiB held by `tail` (no newline, so it buffers everything) is OOM-killed.
     let big = unique("mem-big");
-    let out = ok(p.docker(&["run", "--name", &big, IMAGE, "sh", "-c", "head -c 200m /dev/zero | tail >/dev/null; echo rc=$?"]));
+    let o = p.docker(&["run", "--name", &big, IMAGE, "sh", "-c", "head -c 200m /dev/zero | tail >/dev/null; echo rc=$?"]);
     let state = daemon_inspect(&big);
-    eprintln!("past the budget: {out}, OOMKilled={}", state["State"]["OOMKilled"]);
-    assert_eq!(out, "rc=137", "the allocating process is killed by SIGKILL");
+    let out = stdout(&o);
+    eprintln!("past the budget: stdout {out:?}, exit {:?}, OOMKilled={}", o.status.code(), state["State"]["OOMKilled"]);
+    // The kernel's OOM killer picks within the parent cgroup: `tail` (the shell prints 137) or
+    // the whole container (docker run exits 137).
+    assert!(out == "rc=137" || o.status.code() == Some(137), "not killed: {out:?} {:?} {}", o.status.code(), stderr(&o));
     assert_eq!(state["HostConfig"]["CgroupParent"], format!("/{name}"));
     // A per-container limit larger than the budget is refused; one that fits stays.
     let o = p.docker(&["create", "-m", "128m", IMAGE]);
