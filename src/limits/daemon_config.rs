@@ -56,6 +56,12 @@ mod tests {
     }
 
     #[test]
+    fn the_packaged_daemon_json_has_no_warnings() {
+        let text = include_str!("../../packaging/daemon.json");
+        assert_eq!(warnings(Some(text), Some(28)), Vec::<String>::new());
+    }
+
+    #[test]
     fn default_config_warns_about_host_network_builds() {
         assert_eq!(warnings(None, Some(20)).len(), 1);
         assert!(warnings(Some("{}"), Some(20))[0].contains("network-host"));
