@@ -33,9 +33,22 @@ fn rejects_build_with_host_network() {
         tried += 1;
     }
     assert!(tried > 0, "no docker CLI");
-    // BuildKit's `/build?version=2` is refused the same way. (Not through the 20.10 CLI: when the
-    // build fails before its `/session` dial completes, that CLI deadlocks in `Session.Close`;
-    // see docs/networks-build.md.)
+    // BuildKit's `/build?version=2`, through the 20.10 CLI: the refusal also ends the `/session`
+    // tunnel, or that CLI hangs when the refusal beats the session's dial (several tries, in
+    // parallel, to meet that ordering).
+    if let Some(cli) = cli2010() {
+        let runs: Vec<_> = (0..6)
+            .map(|_| {
+                let mut c = p.cmd(cli);
+                c.env("DOCKER_BUILDKIT", "1").args(["build", "--network", "host", "-t", &unique("bnetbk"), ctx]);
+                std::thread::spawn(move || run_with_timeout(&mut c, None, Duration::from_secs(120)))
+            })
+            .collect();
+        for r in runs {
+            let o = r.join().expect("thread");
+            assert!(stderr(&o).contains("rule build.network"), "buildkit: {}", stderr(&o));
+        }
+    }
     let r = p.raw(b"POST /v1.41/build?version=2&remote=client-session&session=s1&networkmode=host HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
     assert!(r.starts_with("HTTP/1.1 403") && r.contains("build.network"), "{r}");
 }
@@ -61,6 +74,44 @@ fn legacy_and_buildkit_builds_work_through_the_proxy() {
     for img in [&legacy, &bk] {
         let _ = daemon(&["rmi", img]);
     }
+}
+
+/// The raw shape of the 20.10 CLI's BuildKit build: a `/session` hijack, then the build naming it.
+#[test]
+fn refused_buildkit_build_ends_its_session_tunnel() {
+    use std::io::{Read, Write};
+    let p = Proxy::start(&[]);
+    let id = unique("sess");
+    let mut s = std::os::unix::net::UnixStream::connect(&p.socket).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    let req = format!(
+        "POST /v1.41/session HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nConnection: Upgrade\r\nX-Docker-Expose-Session-Uuid: {id}\r\nX-Docker-Expose-Session-Name: t\r\nX-Docker-Expose-Session-Sharedkey: k\r\nContent-Length: 0\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).expect("write");
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut b).expect("read head"), 1, "closed before 101");
+        head.push(b[0]);
+    }
+    assert!(String::from_utf8_lossy(&head).starts_with("HTTP/1.1 101"), "{}", String::from_utf8_lossy(&head));
+    let r = p.raw(format!("POST /v1.41/build?version=2&remote=client-session&session={id}&networkmode=host HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").as_bytes());
+    assert!(r.contains("build.network"), "{r}");
+    // The tunnel ends: reads reach EOF (after whatever the daemon already sent) instead of blocking.
+    let mut rest = [0u8; 4096];
+    loop {
+        match s.read(&mut rest) {
+            Ok(0) => break,
+            Ok(_) => continue,
+            Err(e) => panic!("the session tunnel stayed open after its build was refused: {e}"),
+        }
+    }
+    // The proxy ended it (the daemon would too, after its own handshake timeout).
+    let t0 = std::time::Instant::now();
+    while !p.log().contains("session ended: its build was refused") && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(p.log().contains("session ended: its build was refused"), "{}", p.log());
 }
 
 fn status(resp: &str) -> u16 {

@@ -146,6 +146,7 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
         dry_run: a.dry_run,
         env,
         create_lock: tokio::sync::Mutex::new(()),
+        sessions: Arc::default(),
     });
     println!("export DOCKER_HOST=unix://{}", a.listen.display());
     tracing::info!(listen = %a.listen.display(), upstream = %a.upstream.display(), workspace = %workspace.display(), "dockwarden proxy ready");

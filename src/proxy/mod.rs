@@ -8,6 +8,7 @@ pub mod facts;
 pub mod framing;
 pub mod handler;
 pub mod server;
+pub mod sessions;
 pub mod tunnel;
 pub mod upstream;
 
