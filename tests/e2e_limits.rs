@@ -156,3 +156,17 @@ fn without_the_budget_containers_keep_the_daemon_default_parent() {
     force_remove(&c);
     assert_eq!(parent, "");
 }
+
+#[test]
+fn pids_budget_holds_on_a_private_daemon_too() {
+    let d = PrivateDaemon::start("budget");
+    let name = cgroup_name("pdpids");
+    let _cg = CgroupCleanup(name.clone());
+    let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
+    let ws = dir.path().canonicalize().expect("canon").join("ws");
+    std::fs::create_dir_all(&ws).expect("ws");
+    let sock = d.socket.display().to_string();
+    let p = Proxy::start_with_upstream(dir, ws, &sock, &["--cgroup-name", &name, "--pids-budget", "40"]);
+    let o = p.docker(&["run", "--rm", IMAGE, "sh", "-c", "for i in $(seq 100); do sleep 30 & done; echo started"]);
+    assert!(stderr(&o).contains("can't fork"), "stderr: {}", stderr(&o));
+}
