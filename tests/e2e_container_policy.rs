@@ -45,7 +45,8 @@ fn assert_confined(p: &Proxy, id: &str) -> Value {
     for k in ["Devices", "DeviceRequests", "DeviceCgroupRules"] {
         assert!(hc[k].as_array().is_none_or(|a| a.is_empty()), "{id}: {k} = {}", hc[k]);
     }
-    assert_eq!(hc["CgroupParent"], "", "{id}: cgroup parent");
+    // Only the proxy's own budget parent (surface issue: `/dockwarden` by default) may appear.
+    assert!(hc["CgroupParent"] == "" || hc["CgroupParent"] == "/dockwarden", "{id}: cgroup parent {}", hc["CgroupParent"]);
     assert!(hc["MaskedPaths"].as_array().is_some_and(|a| a.len() >= 10), "{id}: masked paths {}", hc["MaskedPaths"]);
     let ws = p.workspace.to_str().expect("utf8");
     let sock = p.socket.to_str().expect("utf8");

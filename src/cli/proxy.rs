@@ -48,6 +48,9 @@ pub struct ProxyArgs {
     /// Most client connections served at once.
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
+    // Surface issue: container cap and shared cgroup budget flags.
+    #[command(flatten)]
+    pub budget: super::budget::BudgetArgs,
     /// Root-only directory for bind-source pins (default: `/run/dockwarden/pins/<hash of
     /// --listen>`, so a restarted proxy finds its pins and two proxies never share them).
     #[arg(long)]
@@ -121,7 +124,8 @@ async fn shutdown_signal() {
 }
 
 async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
-    let policy = load_policy(a.policy.as_deref())?;
+    let mut policy = load_policy(a.policy.as_deref())?;
+    super::budget::apply_cap(&a.budget, &mut policy)?; // surface issue
     let workspace = a.workspace.canonicalize().with_context(|| format!("workspace `{}`", a.workspace.display()))?;
     let meta = std::fs::metadata(&workspace)?;
     let (uid, gid) = (a.uid.unwrap_or(meta.uid()), a.gid.unwrap_or(meta.gid()));
@@ -131,11 +135,15 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     };
     let upstream_path = a.upstream.display().to_string();
     let pin_dir = a.pin_dir.clone().unwrap_or_else(|| default_pin_dir(&a.listen));
+    let upstream = proxy::upstream::client(a.upstream.clone());
+    let budget = super::budget::prepare(&a.budget, &policy, &upstream).await?; // surface issue
     let env = Environment {
         workspace: workspace.display().to_string(),
         proxy_socket: a.listen.display().to_string(),
         daemon_sockets: vec![upstream_path.clone(), "/var/run/docker.sock".into(), "/run/docker.sock".into()],
-        cgroup_parent: None,
+        cgroup_parent: budget.cgroup_parent,
+        memory_budget: budget.memory,
+        pids_budget: budget.pids,
         pin_dir: pin_dir.display().to_string(),
     };
     if a.dry_run {
@@ -152,13 +160,14 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     };
     let shared = Arc::new(Shared {
         policy,
-        upstream: proxy::upstream::client(a.upstream.clone()),
+        upstream,
         upstream_path,
         audit,
         dry_run: a.dry_run,
         env,
         create_lock: tokio::sync::Mutex::new(()),
         pins: Some(pins.clone()),
+        sessions: Arc::default(),
     });
     // Releases pins of destroyed containers and hands root-written files back (reconciles
     // with the daemon first, and after every reconnect).

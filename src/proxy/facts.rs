@@ -122,6 +122,14 @@ pub async fn gather(up: &Upstream, pins: Option<&Arc<PinStore>>, qs: Vec<FactQue
                 };
                 facts.container_count = Some(n);
             }
+            // Surface issue: the host's routes, for network subnets.
+            FactQuery::HostRoutes => {
+                let routes = tokio::task::spawn_blocking(crate::hostnet::routes)
+                    .await
+                    .map_err(|e| FactError::Daemon { what: "host routes".into(), reason: e.to_string() })?
+                    .map_err(|e| FactError::Daemon { what: "host routes".into(), reason: e.to_string() })?;
+                facts.host_routes = Some(routes);
+            }
         }
     }
     Ok(())

@@ -9,6 +9,7 @@ pub mod framing;
 pub mod handler;
 pub mod pins;
 pub mod server;
+pub mod sessions;
 pub mod tunnel;
 pub mod upstream;
 
