@@ -171,7 +171,7 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     });
     // Releases pins of destroyed containers and hands root-written files back (reconciles
     // with the daemon first, and after every reconnect).
-    crate::hostfs::watch::spawn(pins, shared.upstream.clone(), crate::hostfs::watch::Owner { uid, gid });
+    crate::hostfs::watch::spawn(pins.clone(), shared.upstream.clone(), crate::hostfs::watch::Owner { uid, gid });
     println!("export DOCKER_HOST=unix://{}", a.listen.display());
     tracing::info!(listen = %a.listen.display(), upstream = %a.upstream.display(), workspace = %workspace.display(), "dockwarden proxy ready");
     let opts = Options {
@@ -181,5 +181,6 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     };
     let res = proxy::run(listener, shared, opts, shutdown_signal()).await;
     let _ = std::fs::remove_file(&a.listen);
+    pins.close();
     res.context("serving")
 }

@@ -275,6 +275,14 @@ impl PinStore {
         }
     }
 
+    /// At a clean shutdown: with no pin left, the lock file goes too (removed while held).
+    /// Pins in use stay mounted for the next start.
+    pub fn close(&self) {
+        if self.with(BTreeMap::is_empty) {
+            let _ = std::fs::remove_file(state::lock_path(&self.dir));
+        }
+    }
+
     /// Releases pins of proxies that are gone (`super::orphans`); `sources` is every mount
     /// source of every container of this daemon.
     pub fn collect_orphans(&self, sources: &std::collections::BTreeSet<String>) -> usize {
