@@ -118,7 +118,7 @@ fn file_bind_swapped_to_symlink_then_restart_still_mounts_the_checked_file() {
 
 #[test]
 fn bind_source_swapped_with_restart_always_and_daemon_restart_still_mounts_the_checked_dir() {
-    let mut d = PrivateDaemon::start(&format!("binds-{}", std::process::id()));
+    let mut d = PrivateDaemon::start("binds");
     let dir = tempfile::Builder::new().prefix("dwbind").tempdir_in("/tmp").expect("tempdir");
     let root = dir.path().canonicalize().expect("canonical");
     let ws = root.join("ws");
