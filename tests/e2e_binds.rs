@@ -237,7 +237,6 @@ fn pins_of_a_proxy_that_is_gone_are_released_by_the_next_proxy() {
 /// inside there (`policy/container/binds.rs`, `judge_source`, `Mode::Stored`: accept sources
 /// beneath `facts.env.pin_dir`).
 #[test]
-#[ignore = "needs the Mode::Stored pin-dir check in src/policy/container/binds.rs (docs/binds.md, integration)"]
 fn a_container_with_pinned_binds_can_be_joined() {
     let w = setup(&[]);
     let a = ok(w.p.docker(&["run", "-d", "-v", &bind(&w), IMAGE, "sleep", "300"]));
