@@ -6,5 +6,7 @@
 pub mod api;
 pub mod cli;
 pub mod hostfs;
+pub mod hostnet;
+pub mod limits;
 pub mod policy;
 pub mod proxy;

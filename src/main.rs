@@ -13,7 +13,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the policy proxy in front of a Docker daemon.
-    Proxy(dockwarden::cli::proxy::ProxyArgs),
+    Proxy(Box<dockwarden::cli::proxy::ProxyArgs>),
     /// Print the rule catalogue.
     Rules(dockwarden::cli::rules::RulesArgs),
 }
@@ -21,7 +21,7 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Proxy(a) => dockwarden::cli::proxy::main(a),
+        Command::Proxy(a) => dockwarden::cli::proxy::main(*a),
         Command::Rules(a) => dockwarden::cli::rules::main(a),
     }
 }

@@ -11,8 +11,10 @@ pub mod config;
 pub mod container;
 pub mod endpoints;
 pub mod facts;
+pub mod kind;
 pub mod limits;
 pub mod network;
+pub mod pins;
 pub mod volume;
 
 use crate::api::json::{DecodeError, Json};

@@ -7,7 +7,9 @@ pub mod error;
 pub mod facts;
 pub mod framing;
 pub mod handler;
+pub mod pins;
 pub mod server;
+pub mod sessions;
 pub mod tunnel;
 pub mod upstream;
 
