@@ -161,7 +161,8 @@ fn facts_for(queries: &[FactQuery]) -> Facts {
             workspace: WORKSPACE.into(),
             proxy_socket: "/run/dockwarden.sock".into(),
             daemon_sockets: vec!["/var/run/docker.sock".into(), "/run/docker.sock".into()],
-            cgroup_parent: None,
+            pin_dir: "/pins".into(),
+            ..Environment::default()
         },
         container_count: Some(0),
         ..Facts::default()
@@ -172,12 +173,17 @@ fn facts_for(queries: &[FactQuery]) -> Facts {
                 let inside = p == WORKSPACE || p.starts_with(&format!("{WORKSPACE}/"));
                 let fact = if inside { HostPathFact::Inside { is_dir: true } } else { HostPathFact::Outside };
                 f.host_paths.insert(p.clone(), fact);
+                // The proxy pins every source it resolves inside; `/pins<path>` stands in.
+                if inside {
+                    f.pins.insert(p.clone(), format!("/pins{p}"));
+                }
             }
             FactQuery::Container(c) => drop(f.containers.insert(c.clone(), None)),
             FactQuery::Network(n) => drop(f.networks.insert(n.clone(), None)),
             FactQuery::Volume(v) => drop(f.volumes.insert(v.clone(), None)),
             FactQuery::Image(i) => drop(f.images.insert(i.clone(), Some(ImageFact { exposed_ports: vec![] }))),
             FactQuery::ContainerCount => f.container_count = Some(0),
+            FactQuery::HostRoutes => f.host_routes = Some(Vec::new()),
         }
     }
     f

@@ -22,18 +22,23 @@ const PATHS: &[&str] = &[
 fn facts_for(queries: &[FactQuery]) -> Facts {
     let mut f = Facts::default();
     f.env.workspace = "/ws".into();
+    f.env.pin_dir = "/pins".into();
     f.container_count = Some(0);
     for q in queries {
         match q {
             FactQuery::HostPath(p) => {
                 let inside = p == "/ws" || p.starts_with("/ws/");
                 f.host_paths.insert(p.clone(), if inside { HostPathFact::Inside { is_dir: true } } else { HostPathFact::Outside });
+                if inside {
+                    f.pins.insert(p.clone(), format!("/pins{p}"));
+                }
             }
             FactQuery::Container(c) => drop(f.containers.insert(c.clone(), None)),
             FactQuery::Network(n) => drop(f.networks.insert(n.clone(), None)),
             FactQuery::Volume(v) => drop(f.volumes.insert(v.clone(), None)),
             FactQuery::Image(i) => drop(f.images.insert(i.clone(), Some(ImageFact { exposed_ports: vec![] }))),
             FactQuery::ContainerCount => {}
+            FactQuery::HostRoutes => f.host_routes = Some(Vec::new()),
         }
     }
     f
