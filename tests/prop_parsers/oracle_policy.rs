@@ -64,14 +64,33 @@ fn bodies_go_decodes_to_forbidden_settings_are_never_allowed() {
         }
     }
     let sent: Vec<Vec<u8>> = forwarded.iter().map(|(_, out)| out.clone()).collect();
+    let mut daemon_rejects = 0;
     for ((body, out), v) in forwarded.iter().zip(go_views(bin, &sent)) {
+        daemon_rejects += usize::from(is_error(&v.modern));
+        let (body, out_text) = (String::from_utf8_lossy(body), String::from_utf8_lossy(out));
         if let Some(why) = forbidden_reason(&v.modern).or_else(|| forbidden_reason(&v.legacy)) {
-            let (body, out) = (String::from_utf8_lossy(body), String::from_utf8_lossy(out));
-            allowed.push(format!("forwarded body decodes to {why}: {body:?} sent as {out:?}"));
+            allowed.push(format!("forwarded body decodes to {why}: {body:?} sent as {out_text:?}"));
+        }
+        // The forwarded body is itself unambiguous, and Go reads it as our accessors do.
+        match gooracle::rust_views(out) {
+            Err(e) => allowed.push(format!("forwarded body refused by our own reader ({e}): {out_text:?}")),
+            Ok(views) => {
+                for (shape, ours) in views {
+                    // A type error the policy did not care about (e.g. `"Labels": true`) is
+                    // an error for Go too: the daemon refuses the request.
+                    let agree = match &ours {
+                        Ok(view) => view == v.get(shape),
+                        Err(_) => is_error(v.get(shape)),
+                    };
+                    if !agree {
+                        allowed.push(format!("forwarded body read differently by Go ({shape:?}): {out_text:?}"));
+                    }
+                }
+            }
         }
     }
     eprintln!(
-        "oracle_policy: {} bodies, {labelled} forbidden per Go, {parsed} of those accepted by the reader and judged, {} allowed bodies re-checked as forwarded, {} violations, {:?}",
+        "oracle_policy: {} bodies, {labelled} forbidden per Go, {parsed} of those accepted by the reader and judged, {} allowed bodies re-checked as forwarded ({daemon_rejects} of them type errors for Go in fields the policy ignores), {} violations, {:?}",
         bodies.len(),
         forwarded.len(),
         allowed.len(),
