@@ -1,1 +1,7 @@
 //! dockwarden
+#![forbid(unsafe_code)]
+
+pub mod workspace;
+pub mod cli {
+    pub mod workspace;
+}
