@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use http::Method;
 use serde_json::{Value, json};
 
-use crate::workspace::client::{Client, enc};
+use crate::workspace::client::{Client, ClientError, enc};
 use crate::workspace::model::DEFAULT_IDLE_TIMEOUT_SECS;
 use crate::workspace::runtime::LocalRuntime;
 use crate::workspace::snapshot::LocalSnapshotStore;
@@ -227,8 +227,22 @@ fn meta_query(pairs: &[(String, String)]) -> String {
     if q.is_empty() { String::new() } else { format!("?{}", q.join("&")) }
 }
 
-/// Runs a `dockwarden ws` command.
+/// Runs a `dockwarden ws` command. Service errors print `error: <message> (<code>)` and
+/// exit with status 1; `exec` exits with the command's own exit code.
 pub async fn ws(args: WsArgs) -> anyhow::Result<()> {
+    match run_ws(args).await {
+        Err(e) => match e.downcast_ref::<ClientError>() {
+            Some(ce) => {
+                eprintln!("error: {ce}");
+                std::process::exit(1);
+            }
+            None => Err(e),
+        },
+        ok => ok,
+    }
+}
+
+async fn run_ws(args: WsArgs) -> anyhow::Result<()> {
     let c = Client::new(&args.socket);
     let out = match args.command {
         WsCommand::Create(a) => create(&c, a, args.json).await?,

@@ -83,8 +83,11 @@ pub fn render(v: &Value) -> String {
                     let _ = writeln!(out, "{}", s(&setup["stderr"]));
                 }
             }
-            _ => {
+            Some(_) => {
                 let _ = writeln!(out, "no setup script");
+            }
+            None => {
+                let _ = writeln!(out, "setup not run: forked from snapshot {}", s(&v["workspace"]["from_snapshot"]));
             }
         }
     } else if v.get("recovery").is_some() {

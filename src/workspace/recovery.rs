@@ -154,7 +154,7 @@ fn walk_changed(dir: &Path, prefix: &str, known: &HashMap<&str, &EntryKind>, out
             Some(EntryKind::Dir { .. }) => meta.is_dir(),
             Some(EntryKind::Symlink { .. }) => meta.file_type().is_symlink(),
             Some(EntryKind::File { size, mtime_ns, .. }) => {
-                meta.is_file() && meta.len() == *size && i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()) == *mtime_ns
+                meta.is_file() && meta.len() == *size && meta.mtime().saturating_mul(1_000_000_000).saturating_add(meta.mtime_nsec()) == *mtime_ns
             }
             None => false,
         };

@@ -21,14 +21,14 @@ use super::{Progress, ProgressFn};
 use crate::workspace::error::{WsError, WsResult};
 
 /// Files modified this close to the previous capture are re-read (racy timestamps).
-const RACY_MARGIN_NS: i128 = 200_000_000;
+const RACY_MARGIN_NS: i64 = 200_000_000;
 
 /// State of one capture in progress.
 pub(super) struct Walker<'a> {
     pub blobs: &'a Path,
     pub staging: PathBuf,
     pub previous: HashMap<&'a str, &'a EntryKind>,
-    pub previous_at_ns: i128,
+    pub previous_at_ns: i64,
     pub delay: Option<Duration>,
     pub progress: ProgressFn<'a>,
     pub entries: Vec<Entry>,
@@ -75,7 +75,7 @@ impl Walker<'_> {
                 let child = open_dir(dirfd, &name, &path)?;
                 self.walk(&child, &format!("{path}/"))?;
             } else if kind == SFlag::S_IFREG {
-                let mtime_ns = i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec);
+                let mtime_ns = st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec);
                 self.file(dirfd, &name, path, mode, st.st_size as u64, mtime_ns)?;
             } else if kind == SFlag::S_IFLNK {
                 let target = readlinkat(dirfd, name.as_c_str()).map_err(|e| WsError::errno(&path, e))?;
@@ -90,7 +90,7 @@ impl Walker<'_> {
         Ok(())
     }
 
-    fn cached(&self, path: &str, size: u64, mtime_ns: i128) -> Option<String> {
+    fn cached(&self, path: &str, size: u64, mtime_ns: i64) -> Option<String> {
         match self.previous.get(path) {
             Some(EntryKind::File { size: s, mtime_ns: m, sha256, .. })
                 if *s == size
@@ -104,7 +104,7 @@ impl Walker<'_> {
         }
     }
 
-    fn file(&mut self, dirfd: &OwnedFd, name: &CString, path: String, mode: u32, size: u64, mtime_ns: i128) -> WsResult<()> {
+    fn file(&mut self, dirfd: &OwnedFd, name: &CString, path: String, mode: u32, size: u64, mtime_ns: i64) -> WsResult<()> {
         if let Some(d) = self.delay {
             std::thread::sleep(d);
         }

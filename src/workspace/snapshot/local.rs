@@ -111,7 +111,7 @@ impl SnapshotStore for LocalSnapshotStore {
             blobs: &self.blobs,
             staging: staging.clone(),
             previous: previous.map(Manifest::file_index).unwrap_or_default(),
-            previous_at_ns: previous.map(|p| i128::from(p.created_at_ms) * 1_000_000).unwrap_or(0),
+            previous_at_ns: previous.map(|p| i64::try_from(p.created_at_ms).unwrap_or(i64::MAX / 1_000_000) * 1_000_000).unwrap_or(0),
             delay: self.delay,
             progress,
             entries: Vec::new(),

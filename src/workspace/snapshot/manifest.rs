@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum EntryKind {
     Dir { mode: u32 },
-    File { mode: u32, size: u64, sha256: String, mtime_ns: i128 },
+    File { mode: u32, size: u64, sha256: String, mtime_ns: i64 },
     Symlink { target: String },
 }
 
@@ -62,6 +62,24 @@ pub fn safe_rel_path(path: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn manifests_round_trip_through_json() {
+        let m = Manifest {
+            version: 1,
+            id: "snap-1".into(),
+            created_at_ms: 5,
+            root_mode: 0o755,
+            entries: vec![
+                Entry { path: "d".into(), kind: EntryKind::Dir { mode: 0o755 } },
+                Entry { path: "d/f".into(), kind: EntryKind::File { mode: 0o644, size: 1, sha256: "ab".into(), mtime_ns: 1_700_000_000_123_456_789 } },
+                Entry { path: "l".into(), kind: EntryKind::Symlink { target: "d/f".into() } },
+            ],
+        };
+        let body = serde_json::to_vec(&m).expect("encodes");
+        let back: Manifest = serde_json::from_slice(&body).expect("decodes");
+        assert_eq!(back.entries, m.entries);
+    }
 
     #[test]
     fn manifest_paths_that_climb_out_are_rejected() {
