@@ -34,26 +34,43 @@ pub fn chown_tree(root: &Path, owner: Option<(u32, u32)>) -> WsResult<()> {
 }
 
 /// Clones `repo` (a local path or URL) into `dest` and checks out `revision`.
-pub async fn clone(repo: &str, revision: Option<&str>, dest: &Path) -> WsResult<()> {
+///
+/// Git runs as the service with a private global config that trusts the source repository
+/// (which may belong to another user, for example another workspace); `-c` is not enough
+/// because git clears it for the local `upload-pack`.
+pub async fn clone(repo: &str, revision: Option<&str>, dest: &Path, scratch: &Path) -> WsResult<()> {
     let fail = |detail: String| WsError::Clone { repo: repo.to_string(), detail };
     if repo.starts_with('-') || revision.is_some_and(|r| r.starts_with('-')) {
         return Err(fail("repository and revision must not start with `-`".into()));
     }
-    let mut args: Vec<&str> = vec!["-c", "safe.directory=*", "clone", "--quiet", "--", repo];
+    let config = scratch.join("clone.gitconfig");
+    fs::write(&config, "[safe]\n\tdirectory = *\n").map_err(|e| WsError::io(&config, e))?;
+    let result = clone_with(repo, revision, dest, &config).await;
+    let _ = fs::remove_file(&config);
+    result
+}
+
+async fn clone_with(repo: &str, revision: Option<&str>, dest: &Path, config: &Path) -> WsResult<()> {
+    let fail = |detail: String| WsError::Clone { repo: repo.to_string(), detail };
+    let mut args: Vec<&str> = vec!["clone", "--quiet", "--", repo];
     let dest_s = dest.to_str().ok_or_else(|| fail("state directory path is not utf-8".into()))?;
     args.push(dest_s);
-    git(&args, None).await.map_err(fail)?;
+    git(&args, None, config).await.map_err(fail)?;
     if let Some(rev) = revision {
-        git(&["-c", "safe.directory=*", "checkout", "--quiet", rev, "--"], Some(dest))
+        git(&["checkout", "--quiet", rev, "--"], Some(dest), config)
             .await
             .map_err(|e| fail(format!("revision `{rev}`: {e}")))?;
     }
     Ok(())
 }
 
-async fn git(args: &[&str], cwd: Option<&Path>) -> Result<(), String> {
+async fn git(args: &[&str], cwd: Option<&Path>, config: &Path) -> Result<(), String> {
     let mut cmd = tokio::process::Command::new("git");
-    cmd.args(args).env("GIT_TERMINAL_PROMPT", "0").stdin(std::process::Stdio::null());
+    cmd.args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_CONFIG_GLOBAL", config)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdin(std::process::Stdio::null());
     if let Some(cwd) = cwd {
         cmd.current_dir(cwd);
     }

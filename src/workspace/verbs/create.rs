@@ -139,7 +139,7 @@ impl Service {
         worktree::prepare_dirs(&self.ws_dir(&ws.id), &self.home(&ws.id), owner)?;
         let wt = self.worktree(&ws.id);
         if let Some(repo) = &req.repo {
-            worktree::clone(repo, req.revision.as_deref(), &wt).await?;
+            worktree::clone(repo, req.revision.as_deref(), &wt, &self.ws_dir(&ws.id)).await?;
             worktree::chown_tree(&wt, owner)?;
         } else if let Some(from) = &req.from {
             let (_, sha) = self.store.snapshot(from)?.ok_or_else(|| WsError::SnapshotNotFound(from.clone()))?;
