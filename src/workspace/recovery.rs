@@ -18,6 +18,8 @@ impl Service {
     /// Replaces the worktree of `ws` with its newest snapshot that restores cleanly.
     /// The caller holds the op lock.
     pub(crate) async fn restore_locked(&self, ws: &Workspace, reason: &str, progress: ProgressSink) -> WsResult<RecoveryReport> {
+        // Processes still running in the damaged tree would keep writing into it.
+        self.runtime.stop(&self.run_spec(ws, &BTreeMap::new())?).await?;
         let wt = self.worktree(&ws.id);
         let staging = self.ws_dir(&ws.id).join(format!("worktree.restore-{}", random_hex(4)));
         let mut notes = Vec::new();
