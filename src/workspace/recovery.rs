@@ -93,6 +93,9 @@ impl Service {
             match j.op.as_str() {
                 // Never acknowledged: roll back.
                 "create" => {
+                    if let Some(ws) = self.store.get(&j.workspace_id)? {
+                        self.runtime.stop(&self.run_spec(&ws, &BTreeMap::new())?).await?;
+                    }
                     let _ = std::fs::remove_dir_all(self.ws_dir(&j.workspace_id));
                     self.store.tx(|tx| store::delete_ws(tx, &j.workspace_id))?;
                 }
