@@ -24,8 +24,6 @@ pub enum WsError {
     Invalid(String),
     #[error("workspace `{id}` is {status}; cannot {verb}{hint}")]
     WrongState { id: String, status: Status, verb: &'static str, hint: &'static str },
-    #[error("workspace `{0}` is busy with another operation; retry later")]
-    Busy(String),
     #[error("snapshot `{id}` is corrupt: {detail}")]
     CorruptSnapshot { id: String, detail: String },
     #[error("git clone of `{repo}` failed: {detail}")]
@@ -51,7 +49,6 @@ impl WsError {
             WsError::TooLarge { .. } => "too_large",
             WsError::Invalid(_) | WsError::Clone { .. } => "invalid",
             WsError::WrongState { .. } => "wrong_state",
-            WsError::Busy(_) => "busy",
             WsError::CorruptSnapshot { .. } => "corrupt_snapshot",
             WsError::NoFreeUid
             | WsError::Io { .. }

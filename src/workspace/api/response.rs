@@ -38,7 +38,7 @@ pub fn status_of(e: &WsError) -> StatusCode {
         "not_found" => StatusCode::NOT_FOUND,
         "invalid_path" | "invalid" => StatusCode::BAD_REQUEST,
         "too_large" => StatusCode::PAYLOAD_TOO_LARGE,
-        "wrong_state" | "busy" => StatusCode::CONFLICT,
+        "wrong_state" => StatusCode::CONFLICT,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

@@ -29,13 +29,19 @@ impl Service {
         self.run_archive_script(&ws).await;
         let spec = self.run_spec(&ws, &BTreeMap::new())?;
         let stopped = self.runtime.stop(&spec).await?;
-        // Processes are gone, so the capture sees a quiescent tree.
-        let snapshot = match self.capture_locked(id, reason, progress).await {
-            Ok(s) => s,
-            Err(e) => {
-                self.store.end(seq)?;
-                return Err(e);
+        // Processes are gone, so the capture sees a quiescent tree. A damaged worktree is
+        // not captured: it would become the latest snapshot and hide the last good one.
+        let snapshot = if self.worktree_valid(&ws) {
+            match self.capture_locked(id, reason, progress).await {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    self.store.end(seq)?;
+                    return Err(e);
+                }
             }
+        } else {
+            warn!(workspace.id = %id, "worktree invalid at kill; keeping the last good snapshot");
+            None
         };
         ws = self.store.require(id)?;
         ws.status = Status::Stopped;
@@ -44,7 +50,7 @@ impl Service {
             store::end_in(tx, seq)
         })?;
         info!(workspace.id = %id, kill.reason = reason, kill.processes = stopped, "workspace stopped");
-        Ok(Killed { workspace: ws, snapshot: Some(snapshot) })
+        Ok(Killed { workspace: ws, snapshot })
     }
 
     async fn run_archive_script(&self, ws: &crate::workspace::model::Workspace) {
