@@ -41,6 +41,11 @@ fn create_from_fixture_repo_runs_setup_as_the_workspace_user() {
     let (code, _) = svc.read("conv-1", "second.txt");
     assert_eq!(code, 404);
 
+    // The run script started in the background as the workspace user.
+    let run_txt = svc.worktree("conv-1").join("build/run.txt");
+    workspace_support::wait_until(10, "run script", || std::fs::read_to_string(&run_txt).is_ok_and(|t| t == format!("run-started-as-{uid}\n")));
+    assert!(!pids_of(uid as u32).is_empty());
+
     // Secrets are injected but never printed back by the service.
     let r = svc.exec("conv-1", "echo $TOKEN; pwd; id -u; id -G; sudo -n true 2>/dev/null; echo sudo=$?");
     let out = r["stdout"].as_str().unwrap();

@@ -7,7 +7,7 @@ mod workspace_support;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 use serde_json::json;
-use workspace_support::{Svc, fixture_repo};
+use workspace_support::{Svc, fixture_repo, pids_of, wait_until};
 
 const CHANGES: &str = "echo ignored > build/out.log && echo draft > untracked.txt && \
     echo edited >> README.md && chmod 700 src/run.sh && ln -s src/run.sh run-link";
@@ -31,8 +31,10 @@ fn kill_then_connect_keeps_files_including_ignored_ones() {
     let uid = created["workspace"]["uid"].as_u64().unwrap() as u32;
     assert_eq!(svc.exec("k", CHANGES)["exit_code"], 0);
 
+    wait_until(10, "run script", || !pids_of(uid).is_empty());
     let killed = svc.ok("POST", "/v1/workspaces/k/kill", None);
     assert_eq!(killed["workspace"]["status"], "stopped");
+    assert!(pids_of(uid).is_empty(), "kill stops every process of the workspace");
     let snap = killed["snapshot"]["id"].as_str().unwrap().to_string();
     assert_eq!(killed["workspace"]["latest_snapshot"], snap.as_str());
     // The archive script ran before the snapshot.
@@ -43,6 +45,7 @@ fn kill_then_connect_keeps_files_including_ignored_ones() {
     let connected = svc.ok("POST", "/v1/workspaces/k/connect", None);
     assert_eq!(connected["workspace"]["status"], "running");
     assert!(connected["recovery"].is_null(), "worktree intact: nothing restored");
+    wait_until(10, "run script restarted", || !pids_of(uid).is_empty());
     assert_changes_kept(&svc, "k");
 
     // Worktree gone while stopped: connect restores it from the latest snapshot.

@@ -19,6 +19,7 @@ pub struct Svc {
     pub socket: PathBuf,
     pub state: PathBuf,
     args: Vec<String>,
+    uid_base: u32,
 }
 
 impl Svc {
@@ -33,7 +34,7 @@ impl Svc {
             "--uid-base".into(), uid_base.to_string(), "--uid-count".into(), "50".into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
-        let mut svc = Svc { child: None, dir, socket, state, args };
+        let mut svc = Svc { child: None, dir, socket, state, args, uid_base };
         svc.spawn(env);
         svc
     }
@@ -118,6 +119,12 @@ impl Svc {
 impl Drop for Svc {
     fn drop(&mut self) {
         self.kill9();
+        // Workspace processes outlive a killed service (as they would a crash); end them.
+        for uid in self.uid_base..self.uid_base + 50 {
+            for pid in pids_of(uid) {
+                let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            }
+        }
     }
 }
 

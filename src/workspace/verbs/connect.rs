@@ -30,6 +30,7 @@ impl Service {
                 }
             }
         };
+        let starting = ws.status == Status::Stopped || recovery.is_some();
         if ws.status == Status::Stopped {
             ws.status = Status::Running;
         }
@@ -41,6 +42,9 @@ impl Service {
             store::end_in(tx, seq)
         })?;
         live.touch();
+        if starting {
+            self.start_run_script(&ws);
+        }
         info!(workspace.id = %id, restored = recovery.is_some(), "workspace connected");
         Ok(Connected { workspace: ws, recovery })
     }

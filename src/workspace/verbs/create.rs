@@ -131,6 +131,7 @@ impl Service {
             Ok(snap) => ws.latest_snapshot = Some(snap.id),
             Err(e) => warn!(workspace.id = %ws.id, error = %e, "baseline snapshot failed"),
         }
+        self.start_run_script(&ws);
         Ok(ws)
     }
 

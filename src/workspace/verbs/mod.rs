@@ -7,6 +7,7 @@ mod exec;
 mod files;
 mod kill;
 mod list;
+mod run_script;
 mod snapshot;
 
 pub use files::{FileOp, FileOut};
