@@ -85,3 +85,21 @@ mod tests {
         assert_eq!(clean_rel("").ok().as_deref(), Some(""));
     }
 }
+
+#[cfg(test)]
+mod prop {
+    use proptest::prelude::*;
+
+    use super::clean_rel;
+
+    proptest! {
+        #[test]
+        fn cleaned_paths_never_climb_or_start_at_root(parts in proptest::collection::vec("[a-z.]{0,3}|\\.\\.|/", 0..8)) {
+            let path = parts.join("/");
+            if let Ok(clean) = clean_rel(&path) {
+                prop_assert!(!clean.starts_with('/'));
+                prop_assert!(clean.split('/').all(|c| c != ".." && c != "."));
+            }
+        }
+    }
+}

@@ -62,3 +62,6 @@ pub trait SnapshotStore: Send + Sync {
     /// Drops every manifest not in `keep` and every blob none of them reference.
     fn collect_garbage(&self, keep: &[String]) -> WsResult<u64>;
 }
+
+#[cfg(test)]
+mod tests;

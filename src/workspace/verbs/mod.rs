@@ -11,3 +11,6 @@ mod run_script;
 mod snapshot;
 
 pub use files::{FileOp, FileOut};
+
+#[cfg(test)]
+mod tests;
