@@ -35,7 +35,11 @@ fn fixture() -> Fixture {
     let tree = dir.path().join("tree");
     make_tree(&tree);
     let base = dir.path().to_path_buf();
-    Fixture { _dir: dir, tree, base }
+    Fixture {
+        _dir: dir,
+        tree,
+        base,
+    }
 }
 
 fn load(store: &LocalSnapshotStore, id: &str, sha: &str) -> Manifest {
@@ -54,7 +58,11 @@ fn benches(c: &mut Criterion) {
                 let root = fx.base.join(format!("store-first-{n}"));
                 LocalSnapshotStore::open(&root).unwrap()
             },
-            |store| store.capture("snap-first", &fx.tree, None, &|_| {}).unwrap(),
+            |store| {
+                store
+                    .capture("snap-first", &fx.tree, None, &|_| {})
+                    .unwrap()
+            },
             BatchSize::PerIteration,
         )
     });
@@ -65,7 +73,9 @@ fn benches(c: &mut Criterion) {
     g.bench_function("incremental_capture_unchanged", |b| {
         b.iter(|| {
             i += 1;
-            let c = store.capture(&format!("snap-i{i}"), &fx.tree, Some(&previous), &|_| {}).unwrap();
+            let c = store
+                .capture(&format!("snap-i{i}"), &fx.tree, Some(&previous), &|_| {})
+                .unwrap();
             assert_eq!(c.new_bytes, 0);
             c
         })
@@ -73,7 +83,9 @@ fn benches(c: &mut Criterion) {
     g.bench_function("unchanged_capture_without_previous", |b| {
         b.iter(|| {
             i += 1;
-            store.capture(&format!("snap-n{i}"), &fx.tree, None, &|_| {}).unwrap()
+            store
+                .capture(&format!("snap-n{i}"), &fx.tree, None, &|_| {})
+                .unwrap()
         })
     });
     let mut r = 0u32;

@@ -50,13 +50,19 @@ pub struct ServeArgs {
 /// Runs the workspace service until SIGINT or SIGTERM.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .with_writer(std::io::stderr)
         .try_init();
-    let mode = u32::from_str_radix(&args.socket_mode, 8).with_context(|| format!("socket mode `{}` is not octal", args.socket_mode))?;
-    std::fs::create_dir_all(&args.state_dir).with_context(|| format!("creating `{}`", args.state_dir.display()))?;
-    let store = Store::open(&args.state_dir.join("state.db")).context("opening the state database")?;
-    let snapshots = LocalSnapshotStore::open(&args.state_dir.join("snapshots")).context("opening the snapshot store")?;
+    let mode = u32::from_str_radix(&args.socket_mode, 8)
+        .with_context(|| format!("socket mode `{}` is not octal", args.socket_mode))?;
+    std::fs::create_dir_all(&args.state_dir)
+        .with_context(|| format!("creating `{}`", args.state_dir.display()))?;
+    let store =
+        Store::open(&args.state_dir.join("state.db")).context("opening the state database")?;
+    let snapshots = LocalSnapshotStore::open(&args.state_dir.join("snapshots"))
+        .context("opening the snapshot store")?;
     let cfg = Config {
         state_dir: args.state_dir.clone(),
         uid_base: args.uid_base,
@@ -67,9 +73,16 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let runtime = LocalRuntime::new();
     if !crate::workspace::runtime::Runtime::isolates_users(&runtime) {
-        tracing::warn!("not running as root: workspace commands run as this user, not per-workspace uids");
+        tracing::warn!(
+            "not running as root: workspace commands run as this user, not per-workspace uids"
+        );
     }
-    let svc = Arc::new(Service::new(cfg, store, Arc::new(snapshots), Arc::new(runtime)));
+    let svc = Arc::new(Service::new(
+        cfg,
+        store,
+        Arc::new(snapshots),
+        Arc::new(runtime),
+    ));
     svc.recover_on_start().await.context("recovering state")?;
     let listener = api::bind(&args.socket, mode).context("binding the api socket")?;
     tracing::info!(socket = %args.socket.display(), "workspace service ready");
@@ -98,7 +111,11 @@ async fn shutdown_signal() {
 #[derive(Debug, clap::Args)]
 pub struct WsArgs {
     /// Socket of the workspace service.
-    #[arg(long, env = "DOCKWARDEN_WS_SOCKET", default_value = "/run/dockwarden/ws.sock")]
+    #[arg(
+        long,
+        env = "DOCKWARDEN_WS_SOCKET",
+        default_value = "/run/dockwarden/ws.sock"
+    )]
     pub socket: PathBuf,
     /// Print JSON instead of human output.
     #[arg(long, global = true)]
@@ -185,7 +202,9 @@ pub struct CreateArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum FilesCommand {
     /// Print a file (at most 2 MiB).
-    Read { path: String },
+    Read {
+        path: String,
+    },
     /// Write a file atomically from `--content` or standard input (at most 2 MiB).
     Write {
         path: String,
@@ -196,15 +215,25 @@ pub enum FilesCommand {
         #[arg(default_value = "")]
         path: String,
     },
-    Exists { path: String },
-    Info { path: String },
+    Exists {
+        path: String,
+    },
+    Info {
+        path: String,
+    },
     Mkdir {
         path: String,
         #[arg(short, long)]
         parents: bool,
     },
-    Rename { from: String, to: String },
-    Copy { from: String, to: String },
+    Rename {
+        from: String,
+        to: String,
+    },
+    Copy {
+        from: String,
+        to: String,
+    },
     Rm {
         path: String,
         #[arg(short, long)]
@@ -223,8 +252,15 @@ fn map(pairs: &[(String, String)]) -> BTreeMap<String, String> {
 }
 
 fn meta_query(pairs: &[(String, String)]) -> String {
-    let q: Vec<String> = pairs.iter().map(|(k, v)| format!("meta.{}={}", enc(k), enc(v))).collect();
-    if q.is_empty() { String::new() } else { format!("?{}", q.join("&")) }
+    let q: Vec<String> = pairs
+        .iter()
+        .map(|(k, v)| format!("meta.{}={}", enc(k), enc(v)))
+        .collect();
+    if q.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", q.join("&"))
+    }
 }
 
 /// Runs a `dockwarden ws` command. Service errors print `error: <message> (<code>)` and
@@ -246,20 +282,54 @@ async fn run_ws(args: WsArgs) -> anyhow::Result<()> {
     let c = Client::new(&args.socket);
     let out = match args.command {
         WsCommand::Create(a) => create(&c, a, args.json).await?,
-        WsCommand::Exec { id, timeout, env, command } => return exec(&c, &id, timeout, &env, &command.join(" "), args.json).await,
+        WsCommand::Exec {
+            id,
+            timeout,
+            env,
+            command,
+        } => return exec(&c, &id, timeout, &env, &command.join(" "), args.json).await,
         WsCommand::Files { id, op } => return files(&c, &id, op, args.json).await,
         WsCommand::Snapshot { id } => long_op(&c, &id, "snapshot", args.json).await?,
         WsCommand::Kill { id } => long_op(&c, &id, "kill", args.json).await?,
         WsCommand::Connect { id } => long_op(&c, &id, "connect", args.json).await?,
-        WsCommand::Snapshots { id } => c.json(Method::GET, &format!("/v1/workspaces/{}/snapshots", enc(&id)), None).await?,
-        WsCommand::Info { id } => c.json(Method::GET, &format!("/v1/workspaces/{}", enc(&id)), None).await?,
-        WsCommand::List { meta } => c.json(Method::GET, &format!("/v1/workspaces{}", meta_query(&meta)), None).await?,
-        WsCommand::Delete { id: Some(id), .. } => c.json(Method::DELETE, &format!("/v1/workspaces/{}", enc(&id)), None).await?,
+        WsCommand::Snapshots { id } => {
+            c.json(
+                Method::GET,
+                &format!("/v1/workspaces/{}/snapshots", enc(&id)),
+                None,
+            )
+            .await?
+        }
+        WsCommand::Info { id } => {
+            c.json(Method::GET, &format!("/v1/workspaces/{}", enc(&id)), None)
+                .await?
+        }
+        WsCommand::List { meta } => {
+            c.json(
+                Method::GET,
+                &format!("/v1/workspaces{}", meta_query(&meta)),
+                None,
+            )
+            .await?
+        }
+        WsCommand::Delete { id: Some(id), .. } => {
+            c.json(
+                Method::DELETE,
+                &format!("/v1/workspaces/{}", enc(&id)),
+                None,
+            )
+            .await?
+        }
         WsCommand::Delete { id: None, meta } => {
             if meta.is_empty() {
                 bail!("give a workspace id or at least one `--meta KEY=VALUE`");
             }
-            c.json(Method::DELETE, &format!("/v1/workspaces{}", meta_query(&meta)), None).await?
+            c.json(
+                Method::DELETE,
+                &format!("/v1/workspaces{}", meta_query(&meta)),
+                None,
+            )
+            .await?
         }
     };
     print_value(&out, args.json);
@@ -278,8 +348,16 @@ async fn create(c: &Client, a: CreateArgs, as_json: bool) -> anyhow::Result<Valu
     Ok(c.json(Method::POST, "/v1/workspaces", Some(body)).await?)
 }
 
-async fn exec(c: &Client, id: &str, timeout: Option<f64>, env: &[(String, String)], cmd: &str, as_json: bool) -> anyhow::Result<()> {
-    let body = json!({ "cmd": cmd, "timeout_ms": timeout.map(|t| (t * 1000.0) as u64), "env": map(env) });
+async fn exec(
+    c: &Client,
+    id: &str,
+    timeout: Option<f64>,
+    env: &[(String, String)],
+    cmd: &str,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let body =
+        json!({ "cmd": cmd, "timeout_ms": timeout.map(|t| (t * 1000.0) as u64), "env": map(env) });
     let path = format!("/v1/workspaces/{}/exec", enc(id));
     if as_json {
         let r = c.json(Method::POST, &path, Some(body)).await?;
@@ -287,15 +365,20 @@ async fn exec(c: &Client, id: &str, timeout: Option<f64>, env: &[(String, String
         return Ok(());
     }
     let r = c
-        .stream(Method::POST, &format!("{path}?stream=1"), Some(body), |ev| {
-            let data = ev["data"].as_str().unwrap_or_default();
-            if ev["type"] == "stderr" {
-                eprint!("{data}");
-            } else {
-                print!("{data}");
-                let _ = std::io::stdout().flush();
-            }
-        })
+        .stream(
+            Method::POST,
+            &format!("{path}?stream=1"),
+            Some(body),
+            |ev| {
+                let data = ev["data"].as_str().unwrap_or_default();
+                if ev["type"] == "stderr" {
+                    eprint!("{data}");
+                } else {
+                    print!("{data}");
+                    let _ = std::io::stdout().flush();
+                }
+            },
+        )
         .await?;
     let code = r["exit_code"].as_i64().unwrap_or(1) as i32;
     if r["timed_out"] == true {
@@ -325,7 +408,14 @@ async fn files(c: &Client, id: &str, op: FilesCommand, as_json: bool) -> anyhow:
     let base = format!("/v1/workspaces/{}/files", enc(id));
     let (method, path, body) = match op {
         FilesCommand::Read { path } => {
-            let data = c.raw(Method::GET, &format!("{base}/content?path={}", enc(&path)), Vec::new(), "").await?;
+            let data = c
+                .raw(
+                    Method::GET,
+                    &format!("{base}/content?path={}", enc(&path)),
+                    Vec::new(),
+                    "",
+                )
+                .await?;
             std::io::stdout().write_all(&data)?;
             return Ok(());
         }
@@ -338,16 +428,50 @@ async fn files(c: &Client, id: &str, op: FilesCommand, as_json: bool) -> anyhow:
                     buf
                 }
             };
-            c.raw(Method::PUT, &format!("{base}/content?path={}", enc(&path)), data, "application/octet-stream").await?;
+            c.raw(
+                Method::PUT,
+                &format!("{base}/content?path={}", enc(&path)),
+                data,
+                "application/octet-stream",
+            )
+            .await?;
             return Ok(());
         }
-        FilesCommand::List { path } => (Method::GET, format!("{base}/list?path={}", enc(&path)), None),
-        FilesCommand::Exists { path } => (Method::GET, format!("{base}/exists?path={}", enc(&path)), None),
-        FilesCommand::Info { path } => (Method::GET, format!("{base}/info?path={}", enc(&path)), None),
-        FilesCommand::Mkdir { path, parents } => (Method::POST, format!("{base}/mkdir?path={}&parents={parents}", enc(&path)), None),
-        FilesCommand::Rename { from, to } => (Method::POST, format!("{base}/rename?from={}&to={}", enc(&from), enc(&to)), None),
-        FilesCommand::Copy { from, to } => (Method::POST, format!("{base}/copy?from={}&to={}", enc(&from), enc(&to)), None),
-        FilesCommand::Rm { path, recursive } => (Method::DELETE, format!("{base}?path={}&recursive={recursive}", enc(&path)), None),
+        FilesCommand::List { path } => (
+            Method::GET,
+            format!("{base}/list?path={}", enc(&path)),
+            None,
+        ),
+        FilesCommand::Exists { path } => (
+            Method::GET,
+            format!("{base}/exists?path={}", enc(&path)),
+            None,
+        ),
+        FilesCommand::Info { path } => (
+            Method::GET,
+            format!("{base}/info?path={}", enc(&path)),
+            None,
+        ),
+        FilesCommand::Mkdir { path, parents } => (
+            Method::POST,
+            format!("{base}/mkdir?path={}&parents={parents}", enc(&path)),
+            None,
+        ),
+        FilesCommand::Rename { from, to } => (
+            Method::POST,
+            format!("{base}/rename?from={}&to={}", enc(&from), enc(&to)),
+            None,
+        ),
+        FilesCommand::Copy { from, to } => (
+            Method::POST,
+            format!("{base}/copy?from={}&to={}", enc(&from), enc(&to)),
+            None,
+        ),
+        FilesCommand::Rm { path, recursive } => (
+            Method::DELETE,
+            format!("{base}?path={}&recursive={recursive}", enc(&path)),
+            None,
+        ),
     };
     let v = c.json(method, &path, body).await?;
     print_value(&v, as_json);

@@ -14,8 +14,14 @@ use tokio::net::UnixStream;
 pub enum ClientError {
     /// The service answered with an error body.
     #[error("{message} ({code})")]
-    Api { status: u16, code: String, message: String },
-    #[error("cannot reach the workspace service at `{socket}`: {detail}; is `dockwarden serve` running?")]
+    Api {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    #[error(
+        "cannot reach the workspace service at `{socket}`: {detail}; is `dockwarden serve` running?"
+    )]
     Connect { socket: String, detail: String },
     #[error("talking to the workspace service: {0}")]
     Transport(String),
@@ -33,16 +39,28 @@ fn transport(e: impl std::fmt::Display) -> ClientError {
 
 impl Client {
     pub fn new(socket: impl Into<PathBuf>) -> Self {
-        Client { socket: socket.into() }
+        Client {
+            socket: socket.into(),
+        }
     }
 
     /// Sends one request and returns the status and the (unread) body.
-    pub async fn send(&self, method: Method, path: &str, body: Vec<u8>, content_type: &str) -> Result<(StatusCode, Incoming), ClientError> {
-        let stream = UnixStream::connect(&self.socket).await.map_err(|e| ClientError::Connect {
-            socket: self.socket.display().to_string(),
-            detail: e.to_string(),
-        })?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(transport)?;
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Vec<u8>,
+        content_type: &str,
+    ) -> Result<(StatusCode, Incoming), ClientError> {
+        let stream = UnixStream::connect(&self.socket)
+            .await
+            .map_err(|e| ClientError::Connect {
+                socket: self.socket.display().to_string(),
+                detail: e.to_string(),
+            })?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(transport)?;
         tokio::spawn(async move {
             let _ = conn.await;
         });
@@ -58,9 +76,20 @@ impl Client {
     }
 
     /// Sends a request and returns the raw answer, or the API error.
-    pub async fn raw(&self, method: Method, path: &str, body: Vec<u8>, content_type: &str) -> Result<Vec<u8>, ClientError> {
+    pub async fn raw(
+        &self,
+        method: Method,
+        path: &str,
+        body: Vec<u8>,
+        content_type: &str,
+    ) -> Result<Vec<u8>, ClientError> {
         let (status, incoming) = self.send(method, path, body, content_type).await?;
-        let data = incoming.collect().await.map_err(transport)?.to_bytes().to_vec();
+        let data = incoming
+            .collect()
+            .await
+            .map_err(transport)?
+            .to_bytes()
+            .to_vec();
         if status.is_success() {
             Ok(data)
         } else {
@@ -69,7 +98,12 @@ impl Client {
     }
 
     /// Sends JSON (or nothing) and decodes the JSON answer.
-    pub async fn json(&self, method: Method, path: &str, body: Option<serde_json::Value>) -> Result<serde_json::Value, ClientError> {
+    pub async fn json(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> Result<serde_json::Value, ClientError> {
         let body = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
         let data = self.raw(method, path, body, "application/json").await?;
         serde_json::from_slice(&data).map_err(transport)
@@ -92,19 +126,28 @@ impl Client {
         }
         let mut pending = Vec::new();
         while let Some(frame) = incoming.frame().await {
-            let Ok(data) = frame.map_err(transport)?.into_data() else { continue };
+            let Ok(data) = frame.map_err(transport)?.into_data() else {
+                continue;
+            };
             pending.extend_from_slice(&data);
             while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = pending.drain(..=nl).collect();
                 let event: serde_json::Value = serde_json::from_slice(&line).map_err(transport)?;
                 match event["type"].as_str() {
                     Some("result") => return Ok(event["result"].clone()),
-                    Some("error") => return Err(api_error(StatusCode::OK, event["error"].to_string().as_bytes())),
+                    Some("error") => {
+                        return Err(api_error(
+                            StatusCode::OK,
+                            event["error"].to_string().as_bytes(),
+                        ));
+                    }
                     _ => on_event(&event),
                 }
             }
         }
-        Err(ClientError::Transport("the stream ended without a result".into()))
+        Err(ClientError::Transport(
+            "the stream ended without a result".into(),
+        ))
     }
 }
 
@@ -113,7 +156,10 @@ fn api_error(status: StatusCode, data: &[u8]) -> ClientError {
     ClientError::Api {
         status: status.as_u16(),
         code: v["code"].as_str().unwrap_or("unknown").to_string(),
-        message: v["message"].as_str().map(str::to_string).unwrap_or_else(|| String::from_utf8_lossy(data).into_owned()),
+        message: v["message"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| String::from_utf8_lossy(data).into_owned()),
     }
 }
 
@@ -121,7 +167,9 @@ fn api_error(status: StatusCode, data: &[u8]) -> ClientError {
 pub fn enc(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()

@@ -23,7 +23,12 @@ pub enum WsError {
     #[error("{0}")]
     Invalid(String),
     #[error("workspace `{id}` is {status}; cannot {verb}{hint}")]
-    WrongState { id: String, status: Status, verb: &'static str, hint: &'static str },
+    WrongState {
+        id: String,
+        status: Status,
+        verb: &'static str,
+        hint: &'static str,
+    },
     #[error("snapshot `{id}` is corrupt: {detail}")]
     CorruptSnapshot { id: String, detail: String },
     #[error("git clone of `{repo}` failed: {detail}")]
@@ -31,7 +36,10 @@ pub enum WsError {
     #[error("no free uid in the configured range")]
     NoFreeUid,
     #[error("i/o error at `{path}`: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("database error: {0}")]
     Db(#[from] rusqlite::Error),
     #[error("internal error: {0}")]
@@ -50,21 +58,26 @@ impl WsError {
             WsError::Invalid(_) | WsError::Clone { .. } => "invalid",
             WsError::WrongState { .. } => "wrong_state",
             WsError::CorruptSnapshot { .. } => "corrupt_snapshot",
-            WsError::NoFreeUid
-            | WsError::Io { .. }
-            | WsError::Db(_)
-            | WsError::Internal(_) => "internal",
+            WsError::NoFreeUid | WsError::Io { .. } | WsError::Db(_) | WsError::Internal(_) => {
+                "internal"
+            }
         }
     }
 
     /// Wraps an I/O error with the path it happened at.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        WsError::Io { path: path.into(), source }
+        WsError::Io {
+            path: path.into(),
+            source,
+        }
     }
 
     /// Wraps a nix errno with the path it happened at.
     pub fn errno(path: impl Into<PathBuf>, errno: nix::errno::Errno) -> Self {
-        WsError::Io { path: path.into(), source: std::io::Error::from(errno) }
+        WsError::Io {
+            path: path.into(),
+            source: std::io::Error::from(errno),
+        }
     }
 }
 

@@ -14,16 +14,32 @@ fn s(v: &Value) -> String {
 
 fn meta(v: &Value) -> String {
     v.as_object()
-        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", s(v))).collect::<Vec<_>>().join(","))
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", s(v)))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
         .unwrap_or_default()
 }
 
 fn snapshot_line(v: &Value) -> String {
-    format!("snapshot {}: {} files, {} bytes ({} new)", s(&v["id"]), v["files"], v["bytes"], v["new_bytes"])
+    format!(
+        "snapshot {}: {} files, {} bytes ({} new)",
+        s(&v["id"]),
+        v["files"],
+        v["bytes"],
+        v["new_bytes"]
+    )
 }
 
 fn recovery_lines(r: &Value, out: &mut String) {
-    let _ = writeln!(out, "restored from {} ({})", s(&r["restored_from"]), s(&r["reason"]));
+    let _ = writeln!(
+        out,
+        "restored from {} ({})",
+        s(&r["restored_from"]),
+        s(&r["reason"])
+    );
     if let Some(list) = r["unrecovered"].as_array().filter(|l| !l.is_empty()) {
         let _ = writeln!(out, "not recovered ({}):", list.len());
         for p in list {
@@ -37,10 +53,22 @@ fn table(rows: &[Value]) -> String {
     let mut out = String::new();
     let first = rows.first().cloned().unwrap_or_default();
     if first.get("live").is_some() {
-        let _ = writeln!(out, "{:<24} {:<9} {:<5} {:<22} METADATA", "ID", "STATUS", "LIVE", "LATEST SNAPSHOT");
+        let _ = writeln!(
+            out,
+            "{:<24} {:<9} {:<5} {:<22} METADATA",
+            "ID", "STATUS", "LIVE", "LATEST SNAPSHOT"
+        );
         for r in rows {
             let live = if r["live"] == true { "yes" } else { "no" };
-            let _ = writeln!(out, "{:<24} {:<9} {:<5} {:<22} {}", s(&r["id"]), s(&r["status"]), live, s(&r["latest_snapshot"]), meta(&r["metadata"]));
+            let _ = writeln!(
+                out,
+                "{:<24} {:<9} {:<5} {:<22} {}",
+                s(&r["id"]),
+                s(&r["status"]),
+                live,
+                s(&r["latest_snapshot"]),
+                meta(&r["metadata"])
+            );
         }
     } else if first.get("reason").is_some() {
         for r in rows {
@@ -48,7 +76,13 @@ fn table(rows: &[Value]) -> String {
         }
     } else if first.get("kind").is_some() {
         for r in rows {
-            let _ = writeln!(out, "{:<8} {:>10} {}", s(&r["kind"]), r["size"], s(&r["path"]));
+            let _ = writeln!(
+                out,
+                "{:<8} {:>10} {}",
+                s(&r["kind"]),
+                r["size"],
+                s(&r["path"])
+            );
         }
     } else {
         for r in rows {
@@ -59,7 +93,13 @@ fn table(rows: &[Value]) -> String {
 }
 
 fn workspace(w: &Value, out: &mut String) {
-    let _ = writeln!(out, "{} ({}, uid {})", s(&w["id"]), s(&w["status"]), w["uid"]);
+    let _ = writeln!(
+        out,
+        "{} ({}, uid {})",
+        s(&w["id"]),
+        s(&w["status"]),
+        w["uid"]
+    );
     let _ = writeln!(out, "  metadata: {}", meta(&w["metadata"]));
     let _ = writeln!(out, "  latest snapshot: {}", s(&w["latest_snapshot"]));
     let _ = writeln!(out, "  idle timeout: {}s", w["idle_timeout_secs"]);
@@ -72,13 +112,26 @@ pub fn render(v: &Value) -> String {
         return table(rows);
     }
     if let Some(created) = v.get("created") {
-        let verb = if created == true { "created" } else { "exists:" };
+        let verb = if created == true {
+            "created"
+        } else {
+            "exists:"
+        };
         let _ = write!(out, "{verb} ");
         workspace(&v["workspace"], &mut out);
         let setup = &v["workspace"]["setup"];
         match setup.get("ran") {
             Some(Value::Bool(true)) => {
-                let _ = writeln!(out, "setup script exited {}{}", setup["exit_code"], if setup["timed_out"] == true { " (timed out)" } else { "" });
+                let _ = writeln!(
+                    out,
+                    "setup script exited {}{}",
+                    setup["exit_code"],
+                    if setup["timed_out"] == true {
+                        " (timed out)"
+                    } else {
+                        ""
+                    }
+                );
                 if setup["exit_code"] != 0 {
                     let _ = writeln!(out, "{}", s(&setup["stderr"]));
                 }
@@ -87,7 +140,11 @@ pub fn render(v: &Value) -> String {
                 let _ = writeln!(out, "no setup script");
             }
             None => {
-                let _ = writeln!(out, "setup not run: forked from snapshot {}", s(&v["workspace"]["from_snapshot"]));
+                let _ = writeln!(
+                    out,
+                    "setup not run: forked from snapshot {}",
+                    s(&v["workspace"]["from_snapshot"])
+                );
             }
         }
     } else if v.get("recovery").is_some() {
@@ -103,13 +160,21 @@ pub fn render(v: &Value) -> String {
     } else if v.get("reason").is_some() && v.get("files").is_some() {
         let _ = writeln!(out, "{}", snapshot_line(v));
     } else if let Some(d) = v.get("deleted").and_then(Value::as_array) {
-        let _ = writeln!(out, "deleted {}", d.iter().map(s).collect::<Vec<_>>().join(", "));
+        let _ = writeln!(
+            out,
+            "deleted {}",
+            d.iter().map(s).collect::<Vec<_>>().join(", ")
+        );
     } else if let Some(e) = v.get("exists") {
         let _ = writeln!(out, "{e}");
     } else if v.get("uid").is_some() {
         workspace(v, &mut out);
     } else if v.get("ok").is_none() {
-        let _ = writeln!(out, "{}", serde_json::to_string_pretty(v).unwrap_or_default());
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(v).unwrap_or_default()
+        );
     }
     out
 }

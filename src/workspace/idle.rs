@@ -48,7 +48,9 @@ impl Service {
 
     /// True when the workspace has no snapshot, or its newest is older than the limit.
     fn baseline_due(&self, ws: &Workspace) -> bool {
-        let Ok(snaps) = self.store.snapshots_of(&ws.id) else { return false };
+        let Ok(snaps) = self.store.snapshots_of(&ws.id) else {
+            return false;
+        };
         match snaps.first() {
             None => true,
             Some((s, _)) => {

@@ -7,9 +7,9 @@
 pub mod api;
 pub mod client;
 pub mod error;
+mod fdnames;
 pub mod files;
 pub mod human;
-mod fdnames;
 mod idle;
 pub mod model;
 mod recovery;

@@ -173,5 +173,7 @@ pub fn valid_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 64
         && !id.starts_with(['.', '-'])
-        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }

@@ -17,15 +17,29 @@ use crate::workspace::{store, worktree};
 impl Service {
     /// Replaces the worktree of `ws` with its newest snapshot that restores cleanly.
     /// The caller holds the op lock.
-    pub(crate) async fn restore_locked(&self, ws: &Workspace, reason: &str, progress: ProgressSink) -> WsResult<RecoveryReport> {
+    pub(crate) async fn restore_locked(
+        &self,
+        ws: &Workspace,
+        reason: &str,
+        progress: ProgressSink,
+    ) -> WsResult<RecoveryReport> {
         // Processes still running in the damaged tree would keep writing into it.
-        self.runtime.stop(&self.run_spec(ws, &BTreeMap::new())?).await?;
+        self.runtime
+            .stop(&self.run_spec(ws, &BTreeMap::new())?)
+            .await?;
         let wt = self.worktree(&ws.id);
-        let staging = self.ws_dir(&ws.id).join(format!("worktree.restore-{}", random_hex(4)));
+        let staging = self
+            .ws_dir(&ws.id)
+            .join(format!("worktree.restore-{}", random_hex(4)));
         let mut notes = Vec::new();
         let mut restored: Option<Manifest> = None;
         for (info, sha) in self.store.snapshots_of(&ws.id)? {
-            let (snaps, dest, owner, p) = (self.snapshots.clone(), staging.clone(), self.owner(ws), progress.clone());
+            let (snaps, dest, owner, p) = (
+                self.snapshots.clone(),
+                staging.clone(),
+                self.owner(ws),
+                progress.clone(),
+            );
             let attempt = tokio::task::spawn_blocking(move || {
                 let m = snaps.load(&info.id, &sha)?;
                 snaps.restore(&m, &dest, owner, &*p).map(|()| m)
@@ -59,7 +73,10 @@ impl Service {
             }
         }
         if restored.is_some() && !unrecovered.is_empty() {
-            notes.push(format!("{} path(s) changed after the snapshot and were not recovered", unrecovered.len()));
+            notes.push(format!(
+                "{} path(s) changed after the snapshot and were not recovered",
+                unrecovered.len()
+            ));
         }
         notes.push("changes made after the snapshot was taken may be lost".into());
         let report = RecoveryReport {
@@ -94,7 +111,9 @@ impl Service {
                 // Never acknowledged: roll back.
                 "create" => {
                     if let Some(ws) = self.store.get(&j.workspace_id)? {
-                        self.runtime.stop(&self.run_spec(&ws, &BTreeMap::new())?).await?;
+                        self.runtime
+                            .stop(&self.run_spec(&ws, &BTreeMap::new())?)
+                            .await?;
                     }
                     let _ = std::fs::remove_dir_all(self.ws_dir(&j.workspace_id));
                     self.store.tx(|tx| store::delete_ws(tx, &j.workspace_id))?;
@@ -111,7 +130,9 @@ impl Service {
             if ws.status.is_live() && !self.worktree_valid(&ws) {
                 let live = self.live(&ws.id);
                 let _op = live.op.lock().await;
-                let report = self.restore_locked(&ws, "worktree invalid at service start", no_progress()).await?;
+                let report = self
+                    .restore_locked(&ws, "worktree invalid at service start", no_progress())
+                    .await?;
                 let mut ws = ws;
                 ws.last_recovery = Some(report);
                 self.store.tx(|tx| store::put_ws(tx, &ws))?;
@@ -121,8 +142,12 @@ impl Service {
     }
 
     async fn finish_kill(&self, id: &str, seq: i64) -> WsResult<()> {
-        let Some(mut ws) = self.store.get(id)? else { return self.store.end(seq) };
-        self.runtime.stop(&self.run_spec(&ws, &BTreeMap::new())?).await?;
+        let Some(mut ws) = self.store.get(id)? else {
+            return self.store.end(seq);
+        };
+        self.runtime
+            .stop(&self.run_spec(&ws, &BTreeMap::new())?)
+            .await?;
         ws.status = Status::Stopped;
         self.store.tx(|tx| {
             store::put_ws(tx, &ws)?;
@@ -131,9 +156,15 @@ impl Service {
     }
 
     fn clear_debris(&self, id: &str) {
-        let Ok(dir) = std::fs::read_dir(self.ws_dir(id)) else { return };
+        let Ok(dir) = std::fs::read_dir(self.ws_dir(id)) else {
+            return;
+        };
         for ent in dir.flatten() {
-            if ent.file_name().to_string_lossy().starts_with("worktree.restore-") {
+            if ent
+                .file_name()
+                .to_string_lossy()
+                .starts_with("worktree.restore-")
+            {
                 let _ = std::fs::remove_dir_all(ent.path());
             }
         }
@@ -142,7 +173,11 @@ impl Service {
 
 /// Paths in the damaged worktree that are new or differ (type, size, mtime) from `m`.
 fn changed_since(wt: &Path, m: &Manifest) -> Vec<String> {
-    let known: HashMap<&str, &EntryKind> = m.entries.iter().map(|e| (e.path.as_str(), &e.kind)).collect();
+    let known: HashMap<&str, &EntryKind> = m
+        .entries
+        .iter()
+        .map(|e| (e.path.as_str(), &e.kind))
+        .collect();
     let mut out = Vec::new();
     walk_changed(wt, "", &known, &mut out);
     out.sort();
@@ -150,16 +185,31 @@ fn changed_since(wt: &Path, m: &Manifest) -> Vec<String> {
     out
 }
 
-fn walk_changed(dir: &Path, prefix: &str, known: &HashMap<&str, &EntryKind>, out: &mut Vec<String>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
+fn walk_changed(
+    dir: &Path,
+    prefix: &str,
+    known: &HashMap<&str, &EntryKind>,
+    out: &mut Vec<String>,
+) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
     for ent in rd.flatten() {
         let path = format!("{prefix}{}", ent.file_name().to_string_lossy());
-        let Ok(meta) = std::fs::symlink_metadata(ent.path()) else { continue };
+        let Ok(meta) = std::fs::symlink_metadata(ent.path()) else {
+            continue;
+        };
         let same = match known.get(path.as_str()) {
             Some(EntryKind::Dir { .. }) => meta.is_dir(),
             Some(EntryKind::Symlink { .. }) => meta.file_type().is_symlink(),
             Some(EntryKind::File { size, mtime_ns, .. }) => {
-                meta.is_file() && meta.len() == *size && meta.mtime().saturating_mul(1_000_000_000).saturating_add(meta.mtime_nsec()) == *mtime_ns
+                meta.is_file()
+                    && meta.len() == *size
+                    && meta
+                        .mtime()
+                        .saturating_mul(1_000_000_000)
+                        .saturating_add(meta.mtime_nsec())
+                        == *mtime_ns
             }
             None => false,
         };

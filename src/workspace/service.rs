@@ -46,7 +46,11 @@ pub struct WsLive {
 
 impl WsLive {
     fn new() -> Self {
-        WsLive { op: tokio::sync::Mutex::new(()), last_activity: Mutex::new(Instant::now()), execs: AtomicUsize::new(0) }
+        WsLive {
+            op: tokio::sync::Mutex::new(()),
+            last_activity: Mutex::new(Instant::now()),
+            execs: AtomicUsize::new(0),
+        }
     }
 
     pub fn touch(&self) {
@@ -60,7 +64,10 @@ impl WsLive {
         if self.execs.load(Ordering::SeqCst) > 0 {
             return Duration::ZERO;
         }
-        self.last_activity.lock().map(|t| t.elapsed()).unwrap_or(Duration::ZERO)
+        self.last_activity
+            .lock()
+            .map(|t| t.elapsed())
+            .unwrap_or(Duration::ZERO)
     }
 }
 
@@ -97,7 +104,12 @@ pub struct Service {
 }
 
 impl Service {
-    pub fn new(cfg: Config, store: Store, snapshots: Arc<dyn SnapshotStore>, runtime: Arc<dyn Runtime>) -> Self {
+    pub fn new(
+        cfg: Config,
+        store: Store,
+        snapshots: Arc<dyn SnapshotStore>,
+        runtime: Arc<dyn Runtime>,
+    ) -> Self {
         Service {
             cfg,
             store,
@@ -112,7 +124,10 @@ impl Service {
     /// The in-memory state of `id`, created on first use.
     pub fn live(&self, id: &str) -> Arc<WsLive> {
         match self.live.lock() {
-            Ok(mut m) => m.entry(id.to_string()).or_insert_with(|| Arc::new(WsLive::new())).clone(),
+            Ok(mut m) => m
+                .entry(id.to_string())
+                .or_insert_with(|| Arc::new(WsLive::new()))
+                .clone(),
             Err(_) => Arc::new(WsLive::new()),
         }
     }
@@ -160,7 +175,12 @@ impl Service {
         if ok {
             Ok(())
         } else {
-            Err(WsError::WrongState { id: ws.id.clone(), status: ws.status, verb, hint })
+            Err(WsError::WrongState {
+                id: ws.id.clone(),
+                status: ws.status,
+                verb,
+                hint,
+            })
         }
     }
 
@@ -175,7 +195,9 @@ impl Service {
     /// Whether the worktree can be used as is.
     pub fn worktree_valid(&self, ws: &Workspace) -> bool {
         let wt = self.worktree(&ws.id);
-        let Ok(meta) = std::fs::symlink_metadata(&wt) else { return false };
+        let Ok(meta) = std::fs::symlink_metadata(&wt) else {
+            return false;
+        };
         if !meta.is_dir() {
             return false;
         }
@@ -188,7 +210,9 @@ impl Service {
 
 /// A cloned worktree must still have a usable `.git` directory with a HEAD.
 fn git_dir_ok(wt: &Path) -> bool {
-    std::fs::symlink_metadata(wt.join(".git").join("HEAD")).map(|m| m.is_file()).unwrap_or(false)
+    std::fs::symlink_metadata(wt.join(".git").join("HEAD"))
+        .map(|m| m.is_file())
+        .unwrap_or(false)
 }
 
 /// Convenience for status updates inside verbs.

@@ -49,7 +49,8 @@ pub struct Settings {
 impl Settings {
     /// Parses the file; an invalid file is an error, never silently ignored.
     pub fn parse(data: &[u8]) -> WsResult<Settings> {
-        serde_json::from_slice(data).map_err(|e| WsError::Invalid(format!("`{SETTINGS_PATH}` is invalid: {e}")))
+        serde_json::from_slice(data)
+            .map_err(|e| WsError::Invalid(format!("`{SETTINGS_PATH}` is invalid: {e}")))
     }
 }
 
@@ -60,7 +61,10 @@ mod tests {
     #[test]
     fn parses_string_and_list_scripts() {
         let s = Settings::parse(br#"{"scripts":{"setup":["a","b"],"run":"c"}}"#).expect("valid");
-        assert_eq!(s.scripts.setup.map(|x| x.to_shell()).as_deref(), Some("set -e\na\nb"));
+        assert_eq!(
+            s.scripts.setup.map(|x| x.to_shell()).as_deref(),
+            Some("set -e\na\nb")
+        );
         assert_eq!(s.scripts.run.map(|x| x.to_shell()).as_deref(), Some("c"));
         assert!(Settings::parse(br#"{"scripts":{"setpu":"x"}}"#).is_err());
     }

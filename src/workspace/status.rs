@@ -96,7 +96,13 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for s in [Status::Creating, Status::Ready, Status::Running, Status::Stopped, Status::Deleted] {
+        for s in [
+            Status::Creating,
+            Status::Ready,
+            Status::Running,
+            Status::Stopped,
+            Status::Deleted,
+        ] {
             assert_eq!(Status::parse(s.as_str()), Some(s));
         }
     }

@@ -57,11 +57,15 @@ impl Store {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(SCHEMA)?;
-        Ok(Store { conn: Mutex::new(conn) })
+        Ok(Store {
+            conn: Mutex::new(conn),
+        })
     }
 
     fn lock(&self) -> WsResult<MutexGuard<'_, Connection>> {
-        self.conn.lock().map_err(|_| WsError::Internal("state lock poisoned".into()))
+        self.conn
+            .lock()
+            .map_err(|_| WsError::Internal("state lock poisoned".into()))
     }
 
     /// Runs `f` in one transaction; it commits only if `f` succeeds.
@@ -80,7 +84,8 @@ impl Store {
 
     /// The workspace, or `not_found`.
     pub fn require(&self, id: &str) -> WsResult<Workspace> {
-        self.get(id)?.ok_or_else(|| WsError::NotFound(id.to_string()))
+        self.get(id)?
+            .ok_or_else(|| WsError::NotFound(id.to_string()))
     }
 
     pub fn list(&self) -> WsResult<Vec<Workspace>> {
@@ -98,7 +103,9 @@ impl Store {
     pub fn secrets(&self, id: &str) -> WsResult<BTreeMap<String, String>> {
         let conn = self.lock()?;
         let s: Option<String> = conn
-            .query_row("SELECT secrets FROM workspaces WHERE id = ?1", [id], |r| r.get(0))
+            .query_row("SELECT secrets FROM workspaces WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
             .optional()?;
         match s {
             Some(s) => from_json(&s),
@@ -117,7 +124,11 @@ impl Store {
         let conn = self.lock()?;
         let mut stmt = conn.prepare("SELECT seq, workspace_id, op FROM journal ORDER BY seq")?;
         let rows = stmt.query_map([], |r| {
-            Ok(JournalEntry { seq: r.get(0)?, workspace_id: r.get(1)?, op: r.get(2)? })
+            Ok(JournalEntry {
+                seq: r.get(0)?,
+                workspace_id: r.get(1)?,
+                op: r.get(2)?,
+            })
         })?;
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
@@ -135,11 +146,14 @@ impl Store {
     pub fn snapshot(&self, id: &str) -> WsResult<Option<(SnapshotInfo, String)>> {
         let conn = self.lock()?;
         let row: Option<(String, String)> = conn
-            .query_row("SELECT doc, manifest_sha256 FROM snapshots WHERE id = ?1", [id], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
+            .query_row(
+                "SELECT doc, manifest_sha256 FROM snapshots WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .optional()?;
-        row.map(|(doc, sha)| Ok((from_json(&doc)?, sha))).transpose()
+        row.map(|(doc, sha)| Ok((from_json(&doc)?, sha)))
+            .transpose()
     }
 
     /// Snapshots of one workspace, newest first.
@@ -149,7 +163,9 @@ impl Store {
             "SELECT doc, manifest_sha256 FROM snapshots WHERE workspace_id = ?1
              ORDER BY created_at_ms DESC, rowid DESC",
         )?;
-        let rows = stmt.query_map([ws], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        let rows = stmt.query_map([ws], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?;
         let mut out = Vec::new();
         for row in rows {
             let (doc, sha) = row?;
@@ -176,11 +192,14 @@ fn with_status(mut ws: Workspace, status: &str) -> Workspace {
 
 fn get_in(conn: &Connection, id: &str) -> WsResult<Option<Workspace>> {
     let row: Option<(String, String)> = conn
-        .query_row("SELECT doc, status FROM workspaces WHERE id = ?1", [id], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
+        .query_row(
+            "SELECT doc, status FROM workspaces WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
         .optional()?;
-    row.map(|(doc, status)| Ok(with_status(from_json(&doc)?, &status))).transpose()
+    row.map(|(doc, status)| Ok(with_status(from_json(&doc)?, &status)))
+        .transpose()
 }
 
 /// Reads a workspace inside a transaction.
@@ -202,10 +221,20 @@ pub fn end_in(tx: &Transaction<'_>, seq: i64) -> WsResult<()> {
 }
 
 /// Inserts a new workspace with its secrets.
-pub fn insert_ws(tx: &Transaction<'_>, ws: &Workspace, secrets: &BTreeMap<String, String>) -> WsResult<()> {
+pub fn insert_ws(
+    tx: &Transaction<'_>,
+    ws: &Workspace,
+    secrets: &BTreeMap<String, String>,
+) -> WsResult<()> {
     tx.execute(
         "INSERT INTO workspaces (id, status, uid, doc, secrets) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![ws.id, ws.status.as_str(), ws.uid, to_json(ws)?, to_json(secrets)?],
+        params![
+            ws.id,
+            ws.status.as_str(),
+            ws.uid,
+            to_json(ws)?,
+            to_json(secrets)?
+        ],
     )?;
     Ok(())
 }
@@ -230,11 +259,21 @@ pub fn delete_ws(tx: &Transaction<'_>, id: &str) -> WsResult<()> {
 }
 
 /// Records a complete snapshot (the commit point of a capture).
-pub fn insert_snapshot(tx: &Transaction<'_>, info: &SnapshotInfo, manifest_sha: &str) -> WsResult<()> {
+pub fn insert_snapshot(
+    tx: &Transaction<'_>,
+    info: &SnapshotInfo,
+    manifest_sha: &str,
+) -> WsResult<()> {
     tx.execute(
         "INSERT INTO snapshots (id, workspace_id, created_at_ms, manifest_sha256, doc)
          VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![info.id, info.workspace_id, info.created_at_ms as i64, manifest_sha, to_json(info)?],
+        params![
+            info.id,
+            info.workspace_id,
+            info.created_at_ms as i64,
+            manifest_sha,
+            to_json(info)?
+        ],
     )?;
     Ok(())
 }

@@ -10,9 +10,11 @@ use crate::workspace::error::{WsError, WsResult};
 /// itself) and a private home owned by the workspace user.
 pub fn prepare_dirs(ws_dir: &Path, home: &Path, owner: Option<(u32, u32)>) -> WsResult<()> {
     fs::create_dir_all(ws_dir).map_err(|e| WsError::io(ws_dir, e))?;
-    fs::set_permissions(ws_dir, fs::Permissions::from_mode(0o755)).map_err(|e| WsError::io(ws_dir, e))?;
+    fs::set_permissions(ws_dir, fs::Permissions::from_mode(0o755))
+        .map_err(|e| WsError::io(ws_dir, e))?;
     fs::create_dir_all(home).map_err(|e| WsError::io(home, e))?;
-    fs::set_permissions(home, fs::Permissions::from_mode(0o700)).map_err(|e| WsError::io(home, e))?;
+    fs::set_permissions(home, fs::Permissions::from_mode(0o700))
+        .map_err(|e| WsError::io(home, e))?;
     if let Some((uid, gid)) = owner {
         lchown(home, Some(uid), Some(gid)).map_err(|e| WsError::io(home, e))?;
     }
@@ -21,7 +23,9 @@ pub fn prepare_dirs(ws_dir: &Path, home: &Path, owner: Option<(u32, u32)>) -> Ws
 
 /// Gives a freshly made tree (not yet reachable by the workspace user) to `owner`.
 pub fn chown_tree(root: &Path, owner: Option<(u32, u32)>) -> WsResult<()> {
-    let Some((uid, gid)) = owner else { return Ok(()) };
+    let Some((uid, gid)) = owner else {
+        return Ok(());
+    };
     lchown(root, Some(uid), Some(gid)).map_err(|e| WsError::io(root, e))?;
     let meta = fs::symlink_metadata(root).map_err(|e| WsError::io(root, e))?;
     if meta.is_dir() {
@@ -38,10 +42,20 @@ pub fn chown_tree(root: &Path, owner: Option<(u32, u32)>) -> WsResult<()> {
 /// Git runs as the service with a private global config that trusts the source repository
 /// (which may belong to another user, for example another workspace); `-c` is not enough
 /// because git clears it for the local `upload-pack`.
-pub async fn clone(repo: &str, revision: Option<&str>, dest: &Path, scratch: &Path) -> WsResult<()> {
-    let fail = |detail: String| WsError::Clone { repo: repo.to_string(), detail };
+pub async fn clone(
+    repo: &str,
+    revision: Option<&str>,
+    dest: &Path,
+    scratch: &Path,
+) -> WsResult<()> {
+    let fail = |detail: String| WsError::Clone {
+        repo: repo.to_string(),
+        detail,
+    };
     if repo.starts_with('-') || revision.is_some_and(|r| r.starts_with('-')) {
-        return Err(fail("repository and revision must not start with `-`".into()));
+        return Err(fail(
+            "repository and revision must not start with `-`".into(),
+        ));
     }
     let config = scratch.join("clone.gitconfig");
     fs::write(&config, "[safe]\n\tdirectory = *\n").map_err(|e| WsError::io(&config, e))?;
@@ -50,10 +64,20 @@ pub async fn clone(repo: &str, revision: Option<&str>, dest: &Path, scratch: &Pa
     result
 }
 
-async fn clone_with(repo: &str, revision: Option<&str>, dest: &Path, config: &Path) -> WsResult<()> {
-    let fail = |detail: String| WsError::Clone { repo: repo.to_string(), detail };
+async fn clone_with(
+    repo: &str,
+    revision: Option<&str>,
+    dest: &Path,
+    config: &Path,
+) -> WsResult<()> {
+    let fail = |detail: String| WsError::Clone {
+        repo: repo.to_string(),
+        detail,
+    };
     let mut args: Vec<&str> = vec!["clone", "--quiet", "--", repo];
-    let dest_s = dest.to_str().ok_or_else(|| fail("state directory path is not utf-8".into()))?;
+    let dest_s = dest
+        .to_str()
+        .ok_or_else(|| fail("state directory path is not utf-8".into()))?;
     args.push(dest_s);
     git(&args, None, config).await.map_err(fail)?;
     if let Some(rev) = revision {
@@ -74,7 +98,10 @@ async fn git(args: &[&str], cwd: Option<&Path>, config: &Path) -> Result<(), Str
     if let Some(cwd) = cwd {
         cmd.current_dir(cwd);
     }
-    let out = cmd.output().await.map_err(|e| format!("cannot run git: {e}"))?;
+    let out = cmd
+        .output()
+        .await
+        .map_err(|e| format!("cannot run git: {e}"))?;
     if out.status.success() {
         Ok(())
     } else {

@@ -29,18 +29,36 @@ impl Svc {
         let socket = dir.path().join("ws.sock");
         let state = dir.path().join("state");
         let mut args: Vec<String> = vec![
-            "serve".into(), "--socket".into(), socket.display().to_string(),
-            "--state-dir".into(), state.display().to_string(),
-            "--uid-base".into(), uid_base.to_string(), "--uid-count".into(), "50".into(),
+            "serve".into(),
+            "--socket".into(),
+            socket.display().to_string(),
+            "--state-dir".into(),
+            state.display().to_string(),
+            "--uid-base".into(),
+            uid_base.to_string(),
+            "--uid-count".into(),
+            "50".into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
-        let mut svc = Svc { child: None, dir, socket, state, args, uid_base };
+        let mut svc = Svc {
+            child: None,
+            dir,
+            socket,
+            state,
+            args,
+            uid_base,
+        };
         svc.spawn(env);
         svc
     }
 
     fn spawn(&mut self, env: &[(&str, &str)]) {
-        let log = std::fs::File::create(self.dir.path().join(format!("serve-{}.log", Instant::now().elapsed().as_nanos()))).unwrap();
+        let log = std::fs::File::create(
+            self.dir
+                .path()
+                .join(format!("serve-{}.log", Instant::now().elapsed().as_nanos())),
+        )
+        .unwrap();
         let mut cmd = Command::new(BIN);
         cmd.args(&self.args).stdout(Stdio::null()).stderr(log);
         for (k, v) in env {
@@ -90,25 +108,39 @@ impl Svc {
     /// `api` that must succeed with 2xx.
     pub fn ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
         let (status, v) = self.api(method, path, body);
-        assert!((200..300).contains(&status), "{method} {path} -> {status}: {v}");
+        assert!(
+            (200..300).contains(&status),
+            "{method} {path} -> {status}: {v}"
+        );
         v
     }
 
     /// Runs `dockwarden ws --socket <this> <args>`.
     pub fn cli(&self, args: &[&str]) -> Output {
         Command::new(BIN)
-            .arg("ws").arg("--socket").arg(&self.socket).args(args)
+            .arg("ws")
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
             .env("RUST_BACKTRACE", "0")
             .output()
             .unwrap()
     }
 
     pub fn exec(&self, id: &str, cmd: &str) -> Value {
-        self.ok("POST", &format!("/v1/workspaces/{id}/exec"), Some(serde_json::json!({ "cmd": cmd })))
+        self.ok(
+            "POST",
+            &format!("/v1/workspaces/{id}/exec"),
+            Some(serde_json::json!({ "cmd": cmd })),
+        )
     }
 
     pub fn read(&self, id: &str, path: &str) -> (u16, Vec<u8>) {
-        self.raw("GET", &format!("/v1/workspaces/{id}/files/content?path={path}"), &[])
+        self.raw(
+            "GET",
+            &format!("/v1/workspaces/{id}/files/content?path={path}"),
+            &[],
+        )
     }
 
     pub fn worktree(&self, id: &str) -> PathBuf {
@@ -150,7 +182,12 @@ pub fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
 }
 
 /// One HTTP/1.1 request over the Unix socket, `Connection: close`.
-pub fn http(socket: &Path, method: &str, path: &str, body: &[u8]) -> std::io::Result<(u16, Vec<u8>)> {
+pub fn http(
+    socket: &Path,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> std::io::Result<(u16, Vec<u8>)> {
     let mut s = UnixStream::connect(socket)?;
     let head = format!(
         "{method} {path} HTTP/1.1\r\nHost: dockwarden\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
@@ -160,11 +197,21 @@ pub fn http(socket: &Path, method: &str, path: &str, body: &[u8]) -> std::io::Re
     s.write_all(body)?;
     let mut resp = Vec::new();
     s.read_to_end(&mut resp)?;
-    let split = resp.windows(4).position(|w| w == b"\r\n\r\n").ok_or_else(|| std::io::Error::other("no header end"))?;
+    let split = resp
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other("no header end"))?;
     let head = String::from_utf8_lossy(&resp[..split]).to_string();
-    let status: u16 = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     let mut body = resp[split + 4..].to_vec();
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         body = dechunk(&body);
     }
     Ok((status, body))
@@ -173,7 +220,8 @@ pub fn http(socket: &Path, method: &str, path: &str, body: &[u8]) -> std::io::Re
 fn dechunk(mut data: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     while let Some(nl) = data.windows(2).position(|w| w == b"\r\n") {
-        let size = usize::from_str_radix(String::from_utf8_lossy(&data[..nl]).trim(), 16).unwrap_or(0);
+        let size =
+            usize::from_str_radix(String::from_utf8_lossy(&data[..nl]).trim(), 16).unwrap_or(0);
         if size == 0 {
             break;
         }
@@ -187,12 +235,22 @@ fn dechunk(mut data: &[u8]) -> Vec<u8> {
 pub fn pids_of(uid: u32) -> Vec<i32> {
     let mut out = Vec::new();
     for ent in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = ent.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(status) = std::fs::read_to_string(ent.path().join("status")) else { continue };
-        if status.lines().any(|l| l.starts_with("State:") && l.contains('Z')) {
+        let Some(pid) = ent.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(status) = std::fs::read_to_string(ent.path().join("status")) else {
+            continue;
+        };
+        if status
+            .lines()
+            .any(|l| l.starts_with("State:") && l.contains('Z'))
+        {
             continue;
         }
-        let uid_line = status.lines().find_map(|l| l.strip_prefix("Uid:")).unwrap_or("");
+        let uid_line = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .unwrap_or("");
         if uid_line.split_whitespace().next() == Some(&uid.to_string()) {
             out.push(pid);
         }

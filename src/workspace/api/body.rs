@@ -30,6 +30,10 @@ pub async fn json<T: DeserializeOwned>(body: Incoming) -> WsResult<T> {
     let data = read_capped(body, MAX_JSON)
         .await?
         .ok_or_else(|| WsError::Invalid(format!("request body exceeds {MAX_JSON} bytes")))?;
-    let data: &[u8] = if data.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &data };
+    let data: &[u8] = if data.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        &data
+    };
     serde_json::from_slice(data).map_err(|e| WsError::Invalid(format!("invalid request body: {e}")))
 }

@@ -13,7 +13,12 @@ use crate::workspace::verbs::{FileOp, FileOut};
 
 async fn op_of(route: FilesRoute, q: &[(String, String)], incoming: Incoming) -> WsResult<FileOp> {
     let path = || query::require(q, "path").map(str::to_string);
-    let from_to = || Ok::<_, WsError>((query::require(q, "from")?.to_string(), query::require(q, "to")?.to_string()));
+    let from_to = || {
+        Ok::<_, WsError>((
+            query::require(q, "from")?.to_string(),
+            query::require(q, "to")?.to_string(),
+        ))
+    };
     Ok(match route {
         FilesRoute::Read => FileOp::Read { path: path()? },
         FilesRoute::Write => {
@@ -22,12 +27,22 @@ async fn op_of(route: FilesRoute, q: &[(String, String)], incoming: Incoming) ->
             let data = body::read_capped(incoming, limit).await?.ok_or_else(|| {
                 WsError::Invalid(format!("write to `{path}` exceeds the {MAX_IO_BYTES}-byte limit; write it from inside the workspace"))
             })?;
-            FileOp::Write { path, data: data.to_vec() }
+            FileOp::Write {
+                path,
+                data: data.to_vec(),
+            }
         }
-        FilesRoute::List => FileOp::List { path: query::get(q, "path").unwrap_or("").to_string() },
+        FilesRoute::List => FileOp::List {
+            path: query::get(q, "path").unwrap_or("").to_string(),
+        },
         FilesRoute::Exists => FileOp::Exists { path: path()? },
-        FilesRoute::Info => FileOp::Info { path: query::get(q, "path").unwrap_or("").to_string() },
-        FilesRoute::Mkdir => FileOp::Mkdir { path: path()?, parents: query::flag(q, "parents") },
+        FilesRoute::Info => FileOp::Info {
+            path: query::get(q, "path").unwrap_or("").to_string(),
+        },
+        FilesRoute::Mkdir => FileOp::Mkdir {
+            path: path()?,
+            parents: query::flag(q, "parents"),
+        },
         FilesRoute::Rename => {
             let (from, to) = from_to()?;
             FileOp::Rename { from, to }
@@ -36,12 +51,21 @@ async fn op_of(route: FilesRoute, q: &[(String, String)], incoming: Incoming) ->
             let (from, to) = from_to()?;
             FileOp::Copy { from, to }
         }
-        FilesRoute::Remove => FileOp::Remove { path: path()?, recursive: query::flag(q, "recursive") },
+        FilesRoute::Remove => FileOp::Remove {
+            path: path()?,
+            recursive: query::flag(q, "recursive"),
+        },
     })
 }
 
 /// Answers one files request.
-pub async fn handle(svc: &Service, id: &str, route: FilesRoute, q: &[(String, String)], incoming: Incoming) -> WsResult<Response<Body>> {
+pub async fn handle(
+    svc: &Service,
+    id: &str,
+    route: FilesRoute,
+    q: &[(String, String)],
+    incoming: Incoming,
+) -> WsResult<Response<Body>> {
     let op = op_of(route, q, incoming).await?;
     Ok(match svc.files(id, op).await? {
         FileOut::Data(d) => bytes(StatusCode::OK, "application/octet-stream", d),

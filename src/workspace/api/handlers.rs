@@ -28,21 +28,32 @@ pub async fn handle(svc: Arc<Service>, req: Request<Incoming>) -> Response<Body>
     let result = match r {
         Route::Health => Ok(json(StatusCode::OK, &serde_json::json!({ "status": "ok" }))),
         Route::Create => create(&svc, incoming).await,
-        Route::List => svc.list(&query::metadata(&q)).map(|l| json(StatusCode::OK, &l)),
+        Route::List => svc
+            .list(&query::metadata(&q))
+            .map(|l| json(StatusCode::OK, &l)),
         Route::DeleteMatching => svc
             .delete_matching(&query::metadata(&q))
             .await
             .map(|d| json(StatusCode::OK, &serde_json::json!({ "deleted": d }))),
         Route::Info(id) => svc.info(&id).map(|w| json(StatusCode::OK, &w)),
-        Route::Delete(id) => svc.delete(&id).await.map(|()| json(StatusCode::OK, &serde_json::json!({ "deleted": [id] }))),
+        Route::Delete(id) => svc
+            .delete(&id)
+            .await
+            .map(|()| json(StatusCode::OK, &serde_json::json!({ "deleted": [id] }))),
         Route::Exec(id) => exec(svc.clone(), id, incoming, streaming).await,
         Route::Snapshots(id) => svc.list_snapshots(&id).map(|s| json(StatusCode::OK, &s)),
         Route::Snapshot(id) => long_op(svc.clone(), "snapshot", id, streaming).await,
         Route::Kill(id) => long_op(svc.clone(), "kill", id, streaming).await,
         Route::Connect(id) => long_op(svc.clone(), "connect", id, streaming).await,
         Route::Files(id, op) => files_api::handle(&svc, &id, op, &q, incoming).await,
-        Route::WrongMethod => Err(WsError::Invalid(format!("method `{}` is not allowed here", parts.method))),
-        Route::Unknown => Err(WsError::Invalid(format!("no endpoint `{}`; see docs/workspace-api.md", parts.uri.path()))),
+        Route::WrongMethod => Err(WsError::Invalid(format!(
+            "method `{}` is not allowed here",
+            parts.method
+        ))),
+        Route::Unknown => Err(WsError::Invalid(format!(
+            "no endpoint `{}`; see docs/workspace-api.md",
+            parts.uri.path()
+        ))),
     };
     result.unwrap_or_else(|e| error(&e))
 }
@@ -50,11 +61,20 @@ pub async fn handle(svc: Arc<Service>, req: Request<Incoming>) -> Response<Body>
 async fn create(svc: &Service, incoming: Incoming) -> WsResult<Response<Body>> {
     let req: CreateRequest = body::json(incoming).await?;
     let created = svc.create(req).await?;
-    let status = if created.created { StatusCode::CREATED } else { StatusCode::OK };
+    let status = if created.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     Ok(json(status, &created))
 }
 
-async fn exec(svc: Arc<Service>, id: String, incoming: Incoming, streaming: bool) -> WsResult<Response<Body>> {
+async fn exec(
+    svc: Arc<Service>,
+    id: String,
+    incoming: Incoming,
+    streaming: bool,
+) -> WsResult<Response<Body>> {
     let req: ExecRequest = body::json(incoming).await?;
     if !streaming {
         return Ok(json(StatusCode::OK, &svc.exec(&id, req, None).await?));
@@ -65,20 +85,37 @@ async fn exec(svc: Arc<Service>, id: String, incoming: Incoming, streaming: bool
         let (tx, mut rx) = mpsc::channel::<Chunk>(64);
         let run = tokio::spawn(async move { svc.exec(&id, req, Some(tx)).await });
         while let Some(c) = rx.recv().await {
-            let kind = if c.stream == Stream::Stdout { "stdout" } else { "stderr" };
-            events.send(&serde_json::json!({ "type": kind, "data": String::from_utf8_lossy(&c.data) })).await;
+            let kind = if c.stream == Stream::Stdout {
+                "stdout"
+            } else {
+                "stderr"
+            };
+            events
+                .send(
+                    &serde_json::json!({ "type": kind, "data": String::from_utf8_lossy(&c.data) }),
+                )
+                .await;
         }
-        let result = run.await.unwrap_or_else(|e| Err(WsError::Internal(format!("exec task: {e}"))));
+        let result = run
+            .await
+            .unwrap_or_else(|e| Err(WsError::Internal(format!("exec task: {e}"))));
         events.finish(result).await;
     });
     Ok(resp)
 }
 
 /// Snapshot, kill and connect: plain JSON, or progress events then the result.
-async fn long_op(svc: Arc<Service>, verb: &'static str, id: String, streaming: bool) -> WsResult<Response<Body>> {
+async fn long_op(
+    svc: Arc<Service>,
+    verb: &'static str,
+    id: String,
+    streaming: bool,
+) -> WsResult<Response<Body>> {
     if !streaming {
         let progress: ProgressSink = Arc::new(|_| {});
-        return run_verb(&svc, verb, &id, progress).await.map(|v| json(StatusCode::OK, &v));
+        return run_verb(&svc, verb, &id, progress)
+            .await
+            .map(|v| json(StatusCode::OK, &v));
     }
     svc.info(&id)?;
     let (events, resp) = ndjson();
@@ -90,15 +127,24 @@ async fn long_op(svc: Arc<Service>, verb: &'static str, id: String, streaming: b
         let run = tokio::spawn(async move { run_verb(&svc, verb, &id, progress).await });
         let mut events: Events = events;
         while let Some(p) = rx.recv().await {
-            events.send(&serde_json::json!({ "type": "progress", "progress": p })).await;
+            events
+                .send(&serde_json::json!({ "type": "progress", "progress": p }))
+                .await;
         }
-        let result = run.await.unwrap_or_else(|e| Err(WsError::Internal(format!("{verb} task: {e}"))));
+        let result = run
+            .await
+            .unwrap_or_else(|e| Err(WsError::Internal(format!("{verb} task: {e}"))));
         events.finish(result).await;
     });
     Ok(resp)
 }
 
-async fn run_verb(svc: &Service, verb: &str, id: &str, progress: ProgressSink) -> WsResult<serde_json::Value> {
+async fn run_verb(
+    svc: &Service,
+    verb: &str,
+    id: &str,
+    progress: ProgressSink,
+) -> WsResult<serde_json::Value> {
     let v = match verb {
         "kill" => serde_json::to_value(svc.kill(id, "kill", progress).await?),
         "connect" => serde_json::to_value(svc.connect(id, progress).await?),

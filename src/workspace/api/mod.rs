@@ -25,12 +25,16 @@ use crate::workspace::service::Service;
 pub fn bind(path: &Path, mode: u32) -> WsResult<UnixListener> {
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         if !meta.file_type().is_socket() {
-            return Err(WsError::Invalid(format!("`{}` exists and is not a socket", path.display())));
+            return Err(WsError::Invalid(format!(
+                "`{}` exists and is not a socket",
+                path.display()
+            )));
         }
         std::fs::remove_file(path).map_err(|e| WsError::io(path, e))?;
     }
     let listener = UnixListener::bind(path).map_err(|e| WsError::io(path, e))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| WsError::io(path, e))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| WsError::io(path, e))?;
     Ok(listener)
 }
 

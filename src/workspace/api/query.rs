@@ -13,7 +13,9 @@ pub fn decode(s: &str) -> WsResult<String> {
         match bytes[i] {
             b'+' => out.push(b' '),
             b'%' => {
-                let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+                let hex = bytes
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok());
                 let v = hex.and_then(|h| u8::from_str_radix(h, 16).ok());
                 out.push(v.ok_or_else(|| WsError::Invalid(format!("bad escape in query `{s}`")))?);
                 i += 2;

@@ -69,8 +69,23 @@ mod tests {
         let e = WsError::Internal("secret detail at /var/lib/x".into());
         let body = error_body(&e);
         assert_eq!(body["code"], "internal");
-        assert!(!body["message"].as_str().unwrap_or_default().contains("secret"));
-        assert_eq!(status_of(&WsError::InvalidPath("..".into())), StatusCode::BAD_REQUEST);
-        assert_eq!(status_of(&WsError::TooLarge { path: "a".into(), size: 3, limit: 2 }), StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(
+            !body["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("secret")
+        );
+        assert_eq!(
+            status_of(&WsError::InvalidPath("..".into())),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            status_of(&WsError::TooLarge {
+                path: "a".into(),
+                size: 3,
+                limit: 2
+            }),
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
     }
 }

@@ -75,14 +75,16 @@ pub fn route(method: &Method, path: &str) -> Route {
                 ("snapshots", Method::GET) => Route::Snapshots(id),
                 ("kill", Method::POST) => Route::Kill(id),
                 ("connect", Method::POST) => Route::Connect(id),
-                ("files", m) => files(&m, "").map(|f| Route::Files(id, f)).unwrap_or(Route::WrongMethod),
+                ("files", m) => files(&m, "")
+                    .map(|f| Route::Files(id, f))
+                    .unwrap_or(Route::WrongMethod),
                 ("exec" | "snapshot" | "snapshots" | "kill" | "connect", _) => Route::WrongMethod,
                 _ => Route::Unknown,
             }
         }
-        ["", "v1", "workspaces", id, "files", op] => {
-            files(method, op).map(|f| Route::Files(id.to_string(), f)).unwrap_or(Route::Unknown)
-        }
+        ["", "v1", "workspaces", id, "files", op] => files(method, op)
+            .map(|f| Route::Files(id.to_string(), f))
+            .unwrap_or(Route::Unknown),
         _ => Route::Unknown,
     }
 }
@@ -97,10 +99,22 @@ mod tests {
 
     #[test]
     fn routes_verbs_and_files() {
-        assert_eq!(route(&Method::POST, "/v1/workspaces/a/exec"), Route::Exec("a".into()));
-        assert_eq!(route(&Method::GET, "/v1/workspaces/a/files/content"), Route::Files("a".into(), FilesRoute::Read));
-        assert_eq!(route(&Method::DELETE, "/v1/workspaces/a/files"), Route::Files("a".into(), FilesRoute::Remove));
-        assert_eq!(route(&Method::GET, "/v1/workspaces/a/exec"), Route::WrongMethod);
+        assert_eq!(
+            route(&Method::POST, "/v1/workspaces/a/exec"),
+            Route::Exec("a".into())
+        );
+        assert_eq!(
+            route(&Method::GET, "/v1/workspaces/a/files/content"),
+            Route::Files("a".into(), FilesRoute::Read)
+        );
+        assert_eq!(
+            route(&Method::DELETE, "/v1/workspaces/a/files"),
+            Route::Files("a".into(), FilesRoute::Remove)
+        );
+        assert_eq!(
+            route(&Method::GET, "/v1/workspaces/a/exec"),
+            Route::WrongMethod
+        );
         assert_eq!(route(&Method::GET, "/v2/anything"), Route::Unknown);
     }
 }

@@ -29,8 +29,14 @@ impl Events {
     /// Sends the final `result` or `error` event.
     pub async fn finish<T: Serialize>(mut self, result: WsResult<T>) {
         match result {
-            Ok(v) => self.send(&serde_json::json!({ "type": "result", "result": v })).await,
-            Err(e) => self.send(&serde_json::json!({ "type": "error", "error": error_body(&e) })).await,
+            Ok(v) => {
+                self.send(&serde_json::json!({ "type": "result", "result": v }))
+                    .await
+            }
+            Err(e) => {
+                self.send(&serde_json::json!({ "type": "error", "error": error_body(&e) }))
+                    .await
+            }
         }
     }
 }
@@ -40,7 +46,10 @@ pub fn ndjson() -> (Events, Response<Body>) {
     let (tx, rx) = mpsc::channel(64);
     let mut resp = Response::new(ChannelBody(rx).boxed());
     *resp.status_mut() = StatusCode::OK;
-    resp.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/x-ndjson"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/x-ndjson"),
+    );
     (Events(tx), resp)
 }
 
@@ -51,7 +60,12 @@ impl hyper::body::Body for ChannelBody {
     type Data = Bytes;
     type Error = Infallible;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.0.poll_recv(cx).map(|chunk| chunk.map(|b| Ok(Frame::data(b))))
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|b| Ok(Frame::data(b))))
     }
 }

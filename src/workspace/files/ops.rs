@@ -68,28 +68,44 @@ fn last_name(rel: &str) -> &str {
 impl Files {
     /// Opens `worktree`; new files and directories are given to `owner`.
     pub fn open(worktree: &Path, owner: Option<(u32, u32)>) -> WsResult<Files> {
-        Ok(Files { root: open_root(worktree)?, owner })
+        Ok(Files {
+            root: open_root(worktree)?,
+            owner,
+        })
     }
 
     fn chown_fd(&self, fd: &OwnedFd, shown: &str) -> WsResult<()> {
         match self.owner {
-            Some((u, g)) => fchown(fd, Some(Uid::from_raw(u)), Some(Gid::from_raw(g))).map_err(|e| WsError::errno(shown, e)),
+            Some((u, g)) => fchown(fd, Some(Uid::from_raw(u)), Some(Gid::from_raw(g)))
+                .map_err(|e| WsError::errno(shown, e)),
             None => Ok(()),
         }
     }
 
     pub fn read(&self, rel: &str) -> WsResult<Vec<u8>> {
-        let fd = open_beneath(&self.root, rel, OFlag::O_RDONLY | OFlag::O_NOFOLLOW, Mode::empty())?;
+        let fd = open_beneath(
+            &self.root,
+            rel,
+            OFlag::O_RDONLY | OFlag::O_NOFOLLOW,
+            Mode::empty(),
+        )?;
         let st = fstat(&fd).map_err(|e| WsError::errno(rel, e))?;
         if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) != SFlag::S_IFREG {
             return Err(WsError::Invalid(format!("`{rel}` is not a regular file")));
         }
-        let too_large = |size| WsError::TooLarge { path: rel.to_string(), size, limit: MAX_IO_BYTES };
+        let too_large = |size| WsError::TooLarge {
+            path: rel.to_string(),
+            size,
+            limit: MAX_IO_BYTES,
+        };
         if st.st_size as u64 > MAX_IO_BYTES {
             return Err(too_large(st.st_size as u64));
         }
         let mut data = Vec::new();
-        File::from(fd).take(MAX_IO_BYTES + 1).read_to_end(&mut data).map_err(|e| WsError::io(rel, e))?;
+        File::from(fd)
+            .take(MAX_IO_BYTES + 1)
+            .read_to_end(&mut data)
+            .map_err(|e| WsError::io(rel, e))?;
         if data.len() as u64 > MAX_IO_BYTES {
             return Err(too_large(data.len() as u64));
         }
@@ -113,17 +129,24 @@ impl Files {
         }
         let (parent, name) = parent_of(&self.root, rel)?;
         let tmp = format!(".{}.dw-{}", last_name(rel), random_hex(6));
-        let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let flags =
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         let fd = nix::fcntl::openat(&parent, tmp.as_str(), flags, Mode::from_bits_truncate(mode))
             .map_err(|e| map_errno(rel, e))?;
         self.chown_fd(&fd, rel)?;
         let mut f = File::from(fd);
-        let written = std::io::copy(src, &mut f).and_then(|_| f.flush()).and_then(|()| f.sync_all());
-        let renamed = written
-            .map_err(|e| WsError::io(rel, e))
-            .and_then(|()| renameat(&parent, tmp.as_str(), &parent, name.as_c_str()).map_err(|e| map_errno(rel, e)));
+        let written = std::io::copy(src, &mut f)
+            .and_then(|_| f.flush())
+            .and_then(|()| f.sync_all());
+        let renamed = written.map_err(|e| WsError::io(rel, e)).and_then(|()| {
+            renameat(&parent, tmp.as_str(), &parent, name.as_c_str()).map_err(|e| map_errno(rel, e))
+        });
         if renamed.is_err() {
-            let _ = nix::unistd::unlinkat(&parent, tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+            let _ = nix::unistd::unlinkat(
+                &parent,
+                tmp.as_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
         }
         renamed
     }
@@ -134,7 +157,8 @@ impl Files {
             return fstat(&fd).map_err(|e| WsError::errno(rel, e));
         }
         let (parent, name) = parent_of(&self.root, rel)?;
-        fstatat(&parent, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW).map_err(|e| map_errno(rel, e))
+        fstatat(&parent, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
+            .map_err(|e| map_errno(rel, e))
     }
 
     pub fn info(&self, rel: &str) -> WsResult<FileInfo> {
@@ -150,7 +174,12 @@ impl Files {
     }
 
     pub fn list(&self, rel: &str) -> WsResult<Vec<FileInfo>> {
-        let fd = open_beneath(&self.root, rel, OFlag::O_RDONLY | OFlag::O_DIRECTORY, Mode::empty())?;
+        let fd = open_beneath(
+            &self.root,
+            rel,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY,
+            Mode::empty(),
+        )?;
         tree::list(&fd, rel)
     }
 
@@ -158,8 +187,17 @@ impl Files {
         let mut done = String::new();
         let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
         for (i, part) in parts.iter().enumerate() {
-            let parent = open_beneath(&self.root, &done, OFlag::O_PATH | OFlag::O_DIRECTORY, Mode::empty())?;
-            done = if done.is_empty() { (*part).to_string() } else { format!("{done}/{part}") };
+            let parent = open_beneath(
+                &self.root,
+                &done,
+                OFlag::O_PATH | OFlag::O_DIRECTORY,
+                Mode::empty(),
+            )?;
+            done = if done.is_empty() {
+                (*part).to_string()
+            } else {
+                format!("{done}/{part}")
+            };
             let last = i + 1 == parts.len();
             match mkdirat(&parent, *part, Mode::from_bits_truncate(0o755)) {
                 Ok(()) => self.chown_at(&parent, part, &done)?,
@@ -172,8 +210,14 @@ impl Files {
 
     fn chown_at(&self, parent: &OwnedFd, name: &str, shown: &str) -> WsResult<()> {
         match self.owner {
-            Some((u, g)) => fchownat(parent, name, Some(Uid::from_raw(u)), Some(Gid::from_raw(g)), AtFlags::AT_SYMLINK_NOFOLLOW)
-                .map_err(|e| WsError::errno(shown, e)),
+            Some((u, g)) => fchownat(
+                parent,
+                name,
+                Some(Uid::from_raw(u)),
+                Some(Gid::from_raw(g)),
+                AtFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .map_err(|e| WsError::errno(shown, e)),
             None => Ok(()),
         }
     }
@@ -186,10 +230,17 @@ impl Files {
 
     /// Copies a regular file (atomically at the destination, keeping its mode).
     pub fn copy(&self, from: &str, to: &str) -> WsResult<()> {
-        let fd = open_beneath(&self.root, from, OFlag::O_RDONLY | OFlag::O_NOFOLLOW, Mode::empty())?;
+        let fd = open_beneath(
+            &self.root,
+            from,
+            OFlag::O_RDONLY | OFlag::O_NOFOLLOW,
+            Mode::empty(),
+        )?;
         let st = fstat(&fd).map_err(|e| WsError::errno(from, e))?;
         if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) != SFlag::S_IFREG {
-            return Err(WsError::Invalid(format!("`{from}` is not a regular file; copy directories with exec `cp -r`")));
+            return Err(WsError::Invalid(format!(
+                "`{from}` is not a regular file; copy directories with exec `cp -r`"
+            )));
         }
         self.write_from(to, &mut File::from(fd), st.st_mode & 0o777)
     }

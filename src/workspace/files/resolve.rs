@@ -38,7 +38,9 @@ pub(super) fn map_errno(shown: &str, e: Errno) -> WsError {
         Errno::ENOTDIR => WsError::Invalid(format!("a parent of `{shown}` is not a directory")),
         Errno::EISDIR => WsError::Invalid(format!("`{shown}` is a directory")),
         Errno::EEXIST => WsError::Invalid(format!("`{shown}` already exists")),
-        Errno::ENOTEMPTY => WsError::Invalid(format!("directory `{shown}` is not empty; pass recursive")),
+        Errno::ENOTEMPTY => {
+            WsError::Invalid(format!("directory `{shown}` is not empty; pass recursive"))
+        }
         e => WsError::errno(shown, e),
     }
 }
@@ -51,11 +53,20 @@ pub(super) fn open_root(worktree: &Path) -> WsResult<OwnedFd> {
 }
 
 /// Opens `rel` (already cleaned) beneath `root`.
-pub(super) fn open_beneath(root: &OwnedFd, rel: &str, flags: OFlag, mode: Mode) -> WsResult<OwnedFd> {
+pub(super) fn open_beneath(
+    root: &OwnedFd,
+    rel: &str,
+    flags: OFlag,
+    mode: Mode,
+) -> WsResult<OwnedFd> {
     let how = OpenHow::new()
         .flags(flags | OFlag::O_CLOEXEC)
         .mode(mode)
-        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        .resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+        );
     let target = if rel.is_empty() { "." } else { rel };
     openat2(root, target, how).map_err(|e| map_errno(rel, e))
 }
@@ -64,7 +75,11 @@ pub(super) fn open_beneath(root: &OwnedFd, rel: &str, flags: OFlag, mode: Mode) 
 pub(super) fn parent_of(root: &OwnedFd, rel: &str) -> WsResult<(OwnedFd, CString)> {
     let (dir, name) = match rel.rsplit_once('/') {
         Some((d, n)) => (d, n),
-        None if rel.is_empty() => return Err(WsError::Invalid("the worktree root cannot be changed".into())),
+        None if rel.is_empty() => {
+            return Err(WsError::Invalid(
+                "the worktree root cannot be changed".into(),
+            ));
+        }
         None => ("", rel),
     };
     let fd = open_beneath(root, dir, OFlag::O_PATH | OFlag::O_DIRECTORY, Mode::empty())?;
@@ -79,8 +94,14 @@ mod tests {
     #[test]
     fn rejects_parent_components_and_absolute_paths() {
         assert!(matches!(clean_rel("../x"), Err(WsError::InvalidPath(_))));
-        assert!(matches!(clean_rel("a/../../x"), Err(WsError::InvalidPath(_))));
-        assert!(matches!(clean_rel("/etc/passwd"), Err(WsError::InvalidPath(_))));
+        assert!(matches!(
+            clean_rel("a/../../x"),
+            Err(WsError::InvalidPath(_))
+        ));
+        assert!(matches!(
+            clean_rel("/etc/passwd"),
+            Err(WsError::InvalidPath(_))
+        ));
         assert_eq!(clean_rel("./a//b/").ok().as_deref(), Some("a/b"));
         assert_eq!(clean_rel("").ok().as_deref(), Some(""));
     }

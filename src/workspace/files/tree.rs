@@ -12,13 +12,16 @@ use super::ops::{FileInfo, info_of};
 use super::resolve::map_errno;
 use crate::workspace::error::{WsError, WsResult};
 
-
 /// Lists the directory open at `fd`, whose path is `rel`.
 pub(super) fn list(fd: &OwnedFd, rel: &str) -> WsResult<Vec<FileInfo>> {
     let mut out = Vec::new();
     for name in crate::workspace::fdnames::names(fd, rel)? {
         let shown = name.to_string_lossy().into_owned();
-        let path = if rel.is_empty() { shown.clone() } else { format!("{rel}/{shown}") };
+        let path = if rel.is_empty() {
+            shown.clone()
+        } else {
+            format!("{rel}/{shown}")
+        };
         match fstatat(fd, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
             Ok(st) => out.push(info_of(&shown, &path, &st)),
             Err(Errno::ENOENT) => {} // removed while listing

@@ -31,7 +31,10 @@ pub struct LocalRuntime {
 
 impl LocalRuntime {
     pub fn new() -> Self {
-        LocalRuntime { setuid: nix::unistd::geteuid().is_root(), groups: Mutex::new(HashMap::new()) }
+        LocalRuntime {
+            setuid: nix::unistd::geteuid().is_root(),
+            groups: Mutex::new(HashMap::new()),
+        }
     }
 
     fn track(&self, ws: &str, pgid: i32, add: bool) {
@@ -48,9 +51,14 @@ impl LocalRuntime {
     fn command(&self, spec: &RunSpec, command: &str) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new("/bin/sh");
         // `$0` carries the user's command verbatim; the outer shell only sets the umask.
-        cmd.arg("-c").arg("umask 022; exec /bin/sh -c \"$0\"").arg(command);
+        cmd.arg("-c")
+            .arg("umask 022; exec /bin/sh -c \"$0\"")
+            .arg(command);
         cmd.env_clear()
-            .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+            .env(
+                "PATH",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            )
             .env("HOME", &spec.home)
             .env("USER", format!("ws-{}", spec.workspace_id))
             .env("LANG", "C.UTF-8")
@@ -67,16 +75,31 @@ impl LocalRuntime {
         cmd
     }
 
-    async fn run(&self, spec: &RunSpec, command: &str, timeout: Option<Duration>, sink: Option<mpsc::Sender<Chunk>>) -> WsResult<ExecResult> {
+    async fn run(
+        &self,
+        spec: &RunSpec,
+        command: &str,
+        timeout: Option<Duration>,
+        sink: Option<mpsc::Sender<Chunk>>,
+    ) -> WsResult<ExecResult> {
         let started = Instant::now();
-        let mut child = self.command(spec, command).spawn().map_err(|e| WsError::io(&spec.worktree, e))?;
+        let mut child = self
+            .command(spec, command)
+            .spawn()
+            .map_err(|e| WsError::io(&spec.worktree, e))?;
         let pgid = child.id().map(|p| p as i32).unwrap_or(0);
         self.track(&spec.workspace_id, pgid, true);
         let out = Arc::new(Mutex::new(Vec::new()));
         let err = Arc::new(Mutex::new(Vec::new()));
         let readers = [
-            child.stdout.take().map(|s| tokio::spawn(pump(s, Stream::Stdout, out.clone(), sink.clone()))),
-            child.stderr.take().map(|s| tokio::spawn(pump(s, Stream::Stderr, err.clone(), sink))),
+            child
+                .stdout
+                .take()
+                .map(|s| tokio::spawn(pump(s, Stream::Stdout, out.clone(), sink.clone()))),
+            child
+                .stderr
+                .take()
+                .map(|s| tokio::spawn(pump(s, Stream::Stderr, err.clone(), sink))),
         ];
         let waited = match timeout {
             Some(t) => tokio::time::timeout(t, child.wait()).await.ok(),
@@ -118,14 +141,23 @@ impl Default for LocalRuntime {
 
 fn exit_code_of(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
-    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 
 fn take_text(buf: &Arc<Mutex<Vec<u8>>>) -> String {
-    buf.lock().map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
+    buf.lock()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
 }
 
-async fn pump(mut src: impl AsyncRead + Unpin, stream: Stream, buf: Arc<Mutex<Vec<u8>>>, sink: Option<mpsc::Sender<Chunk>>) {
+async fn pump(
+    mut src: impl AsyncRead + Unpin,
+    stream: Stream,
+    buf: Arc<Mutex<Vec<u8>>>,
+    sink: Option<mpsc::Sender<Chunk>>,
+) {
     let mut chunk = vec![0u8; 16 * 1024];
     loop {
         let n = match src.read(&mut chunk).await {
@@ -138,13 +170,24 @@ async fn pump(mut src: impl AsyncRead + Unpin, stream: Stream, buf: Arc<Mutex<Ve
         }
         if let Some(sink) = &sink {
             // A gone client does not stop the command; output is still collected.
-            let _ = sink.send(Chunk { stream, data: chunk[..n].to_vec() }).await;
+            let _ = sink
+                .send(Chunk {
+                    stream,
+                    data: chunk[..n].to_vec(),
+                })
+                .await;
         }
     }
 }
 
 impl Runtime for LocalRuntime {
-    fn exec<'a>(&'a self, spec: &'a RunSpec, command: &'a str, timeout: Option<Duration>, sink: Option<mpsc::Sender<Chunk>>) -> BoxFut<'a, WsResult<ExecResult>> {
+    fn exec<'a>(
+        &'a self,
+        spec: &'a RunSpec,
+        command: &'a str,
+        timeout: Option<Duration>,
+        sink: Option<mpsc::Sender<Chunk>>,
+    ) -> BoxFut<'a, WsResult<ExecResult>> {
         Box::pin(self.run(spec, command, timeout, sink))
     }
 
@@ -153,7 +196,11 @@ impl Runtime for LocalRuntime {
             let groups: Vec<i32> = self
                 .groups
                 .lock()
-                .map(|g| g.get(&spec.workspace_id).map(|s| s.iter().copied().collect()).unwrap_or_default())
+                .map(|g| {
+                    g.get(&spec.workspace_id)
+                        .map(|s| s.iter().copied().collect())
+                        .unwrap_or_default()
+                })
                 .unwrap_or_default();
             let mut n = 0;
             for pgid in groups {

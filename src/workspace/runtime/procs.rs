@@ -5,12 +5,21 @@ use nix::unistd::Pid;
 
 /// Pids of processes whose real uid is `uid`.
 pub(super) fn pids_of_uid(uid: u32) -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
     for ent in dir.flatten() {
-        let Some(pid) = ent.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(status) = std::fs::read_to_string(ent.path().join("status")) else { continue };
-        if status.lines().any(|l| l.starts_with("State:") && l.contains('Z')) {
+        let Some(pid) = ent.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(status) = std::fs::read_to_string(ent.path().join("status")) else {
+            continue;
+        };
+        if status
+            .lines()
+            .any(|l| l.starts_with("State:") && l.contains('Z'))
+        {
             continue;
         }
         let real_uid = status

@@ -56,13 +56,15 @@ pub(super) fn open_root(root: &Path) -> WsResult<OwnedFd> {
     openat(nix::fcntl::AT_FDCWD, root, flags, Mode::empty()).map_err(|e| WsError::errno(root, e))
 }
 
-
 impl Walker<'_> {
     /// Walks the directory `dirfd`, whose entries are named `prefix` + name.
     pub fn walk(&mut self, dirfd: &OwnedFd, prefix: &str) -> WsResult<()> {
         for name in crate::workspace::fdnames::names(dirfd, prefix)? {
             let Ok(text) = name.to_str() else {
-                self.skipped.push(format!("{prefix}{} (name is not utf-8)", name.to_string_lossy()));
+                self.skipped.push(format!(
+                    "{prefix}{} (name is not utf-8)",
+                    name.to_string_lossy()
+                ));
                 continue;
             };
             let path = format!("{prefix}{text}");
@@ -71,17 +73,29 @@ impl Walker<'_> {
             let mode = st.st_mode & 0o7777;
             let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
             if kind == SFlag::S_IFDIR {
-                self.entries.push(Entry { path: path.clone(), kind: EntryKind::Dir { mode } });
+                self.entries.push(Entry {
+                    path: path.clone(),
+                    kind: EntryKind::Dir { mode },
+                });
                 let child = open_dir(dirfd, &name, &path)?;
                 self.walk(&child, &format!("{path}/"))?;
             } else if kind == SFlag::S_IFREG {
-                let mtime_ns = st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec);
+                let mtime_ns = st
+                    .st_mtime
+                    .saturating_mul(1_000_000_000)
+                    .saturating_add(st.st_mtime_nsec);
                 self.file(dirfd, &name, path, mode, st.st_size as u64, mtime_ns)?;
             } else if kind == SFlag::S_IFLNK {
-                let target = readlinkat(dirfd, name.as_c_str()).map_err(|e| WsError::errno(&path, e))?;
+                let target =
+                    readlinkat(dirfd, name.as_c_str()).map_err(|e| WsError::errno(&path, e))?;
                 match target.into_string() {
-                    Ok(target) => self.entries.push(Entry { path, kind: EntryKind::Symlink { target } }),
-                    Err(_) => self.skipped.push(format!("{path} (symlink target is not utf-8)")),
+                    Ok(target) => self.entries.push(Entry {
+                        path,
+                        kind: EntryKind::Symlink { target },
+                    }),
+                    Err(_) => self
+                        .skipped
+                        .push(format!("{path} (symlink target is not utf-8)")),
                 }
             } else {
                 self.skipped.push(format!("{path} (special file)"));
@@ -92,11 +106,15 @@ impl Walker<'_> {
 
     fn cached(&self, path: &str, size: u64, mtime_ns: i64) -> Option<String> {
         match self.previous.get(path) {
-            Some(EntryKind::File { size: s, mtime_ns: m, sha256, .. })
-                if *s == size
-                    && *m == mtime_ns
-                    && mtime_ns + RACY_MARGIN_NS < self.previous_at_ns
-                    && blob_path(self.blobs, sha256).exists() =>
+            Some(EntryKind::File {
+                size: s,
+                mtime_ns: m,
+                sha256,
+                ..
+            }) if *s == size
+                && *m == mtime_ns
+                && mtime_ns + RACY_MARGIN_NS < self.previous_at_ns
+                && blob_path(self.blobs, sha256).exists() =>
             {
                 Some(sha256.clone())
             }
@@ -104,7 +122,15 @@ impl Walker<'_> {
         }
     }
 
-    fn file(&mut self, dirfd: &OwnedFd, name: &CString, path: String, mode: u32, size: u64, mtime_ns: i64) -> WsResult<()> {
+    fn file(
+        &mut self,
+        dirfd: &OwnedFd,
+        name: &CString,
+        path: String,
+        mode: u32,
+        size: u64,
+        mtime_ns: i64,
+    ) -> WsResult<()> {
         if let Some(d) = self.delay {
             std::thread::sleep(d);
         }
@@ -117,14 +143,23 @@ impl Walker<'_> {
         if self.counters.files.is_multiple_of(500) {
             (self.progress)(self.counters);
         }
-        self.entries.push(Entry { path, kind: EntryKind::File { mode, size, sha256, mtime_ns } });
+        self.entries.push(Entry {
+            path,
+            kind: EntryKind::File {
+                mode,
+                size,
+                sha256,
+                mtime_ns,
+            },
+        });
         Ok(())
     }
 
     /// Copies the file into the staging area while hashing it.
     fn stage(&mut self, dirfd: &OwnedFd, name: &CString, path: &str) -> WsResult<(String, u64)> {
         let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let fd = openat(dirfd, name.as_c_str(), flags, Mode::empty()).map_err(|e| WsError::errno(path, e))?;
+        let fd = openat(dirfd, name.as_c_str(), flags, Mode::empty())
+            .map_err(|e| WsError::errno(path, e))?;
         let mut src = File::from(fd);
         let tmp = self.staging.join(self.staged.len().to_string());
         let mut dst = File::create(&tmp).map_err(|e| WsError::io(&tmp, e))?;

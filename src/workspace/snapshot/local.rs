@@ -33,7 +33,9 @@ pub struct LocalSnapshotStore {
 }
 
 fn sync_dir(path: &Path) -> WsResult<()> {
-    File::open(path).and_then(|d| d.sync_all()).map_err(|e| WsError::io(path, e))
+    File::open(path)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| WsError::io(path, e))
 }
 
 fn syncfs(path: &Path) -> WsResult<()> {
@@ -49,7 +51,10 @@ impl LocalSnapshotStore {
             manifests: root.join("manifests"),
             tmp: root.join("tmp"),
             gc_lock: RwLock::new(()),
-            delay: std::env::var(DELAY_ENV).ok().and_then(|v| v.parse().ok()).map(Duration::from_millis),
+            delay: std::env::var(DELAY_ENV)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map(Duration::from_millis),
         };
         if store.tmp.exists() {
             fs::remove_dir_all(&store.tmp).map_err(|e| WsError::io(&store.tmp, e))?;
@@ -61,11 +66,15 @@ impl LocalSnapshotStore {
     }
 
     fn read(&self) -> WsResult<RwLockReadGuard<'_, ()>> {
-        self.gc_lock.read().map_err(|_| WsError::Internal("snapshot lock poisoned".into()))
+        self.gc_lock
+            .read()
+            .map_err(|_| WsError::Internal("snapshot lock poisoned".into()))
     }
 
     fn write(&self) -> WsResult<RwLockWriteGuard<'_, ()>> {
-        self.gc_lock.write().map_err(|_| WsError::Internal("snapshot lock poisoned".into()))
+        self.gc_lock
+            .write()
+            .map_err(|_| WsError::Internal("snapshot lock poisoned".into()))
     }
 
     fn manifest_path(&self, id: &str) -> PathBuf {
@@ -79,9 +88,10 @@ impl LocalSnapshotStore {
         for (tmp, sha) in staged {
             let dest = blob_path(&self.blobs, sha);
             if let Some(dir) = dest.parent()
-                && dirs.insert(dir.to_path_buf()) {
-                    fs::create_dir_all(dir).map_err(|e| WsError::io(dir, e))?;
-                }
+                && dirs.insert(dir.to_path_buf())
+            {
+                fs::create_dir_all(dir).map_err(|e| WsError::io(dir, e))?;
+            }
             fs::rename(tmp, &dest).map_err(|e| WsError::io(&dest, e))?;
         }
         syncfs(&self.blobs)
@@ -89,10 +99,13 @@ impl LocalSnapshotStore {
 
     /// Writes the manifest with temp + fsync + rename; returns its checksum.
     fn write_manifest(&self, m: &Manifest) -> WsResult<String> {
-        let body = serde_json::to_vec(m).map_err(|e| WsError::Internal(format!("encoding manifest: {e}")))?;
+        let body = serde_json::to_vec(m)
+            .map_err(|e| WsError::Internal(format!("encoding manifest: {e}")))?;
         let tmp = self.tmp.join(format!("{}.json", m.id));
         let mut f = File::create(&tmp).map_err(|e| WsError::io(&tmp, e))?;
-        f.write_all(&body).and_then(|()| f.sync_all()).map_err(|e| WsError::io(&tmp, e))?;
+        f.write_all(&body)
+            .and_then(|()| f.sync_all())
+            .map_err(|e| WsError::io(&tmp, e))?;
         let dest = self.manifest_path(&m.id);
         fs::rename(&tmp, &dest).map_err(|e| WsError::io(&dest, e))?;
         sync_dir(&self.manifests)?;
@@ -101,7 +114,13 @@ impl LocalSnapshotStore {
 }
 
 impl SnapshotStore for LocalSnapshotStore {
-    fn capture(&self, id: &str, root: &Path, previous: Option<&Manifest>, progress: ProgressFn<'_>) -> WsResult<Captured> {
+    fn capture(
+        &self,
+        id: &str,
+        root: &Path,
+        previous: Option<&Manifest>,
+        progress: ProgressFn<'_>,
+    ) -> WsResult<Captured> {
         let _guard = self.read()?;
         let staging = self.tmp.join(id);
         fs::create_dir(&staging).map_err(|e| WsError::io(&staging, e))?;
@@ -111,7 +130,9 @@ impl SnapshotStore for LocalSnapshotStore {
             blobs: &self.blobs,
             staging: staging.clone(),
             previous: previous.map(Manifest::file_index).unwrap_or_default(),
-            previous_at_ns: previous.map(|p| i64::try_from(p.created_at_ms).unwrap_or(i64::MAX / 1_000_000) * 1_000_000).unwrap_or(0),
+            previous_at_ns: previous
+                .map(|p| i64::try_from(p.created_at_ms).unwrap_or(i64::MAX / 1_000_000) * 1_000_000)
+                .unwrap_or(0),
             delay: self.delay,
             progress,
             entries: Vec::new(),
@@ -146,15 +167,29 @@ impl SnapshotStore for LocalSnapshotStore {
 
     fn load(&self, id: &str, sha256: &str) -> WsResult<Manifest> {
         let path = self.manifest_path(id);
-        let body = fs::read(&path).map_err(|e| WsError::CorruptSnapshot { id: id.into(), detail: format!("manifest unreadable: {e}") })?;
+        let body = fs::read(&path).map_err(|e| WsError::CorruptSnapshot {
+            id: id.into(),
+            detail: format!("manifest unreadable: {e}"),
+        })?;
         if sha256_hex(&body) != sha256 {
-            return Err(WsError::CorruptSnapshot { id: id.into(), detail: "manifest fails its checksum".into() });
+            return Err(WsError::CorruptSnapshot {
+                id: id.into(),
+                detail: "manifest fails its checksum".into(),
+            });
         }
-        serde_json::from_slice(&body)
-            .map_err(|e| WsError::CorruptSnapshot { id: id.into(), detail: format!("manifest undecodable: {e}") })
+        serde_json::from_slice(&body).map_err(|e| WsError::CorruptSnapshot {
+            id: id.into(),
+            detail: format!("manifest undecodable: {e}"),
+        })
     }
 
-    fn restore(&self, m: &Manifest, dest: &Path, owner: Option<(u32, u32)>, progress: ProgressFn<'_>) -> WsResult<()> {
+    fn restore(
+        &self,
+        m: &Manifest,
+        dest: &Path,
+        owner: Option<(u32, u32)>,
+        progress: ProgressFn<'_>,
+    ) -> WsResult<()> {
         let _guard = self.read()?;
         super::restore::restore(m, &self.blobs, dest, owner, progress)
     }
@@ -165,14 +200,20 @@ impl SnapshotStore for LocalSnapshotStore {
         let mut live = HashSet::new();
         for ent in fs::read_dir(&self.manifests).map_err(|e| WsError::io(&self.manifests, e))? {
             let path = ent.map_err(|e| WsError::io(&self.manifests, e))?.path();
-            let id = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
+            let id = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default()
+                .to_string();
             if !keep.contains(id.as_str()) {
                 fs::remove_file(&path).map_err(|e| WsError::io(&path, e))?;
                 continue;
             }
             let body = fs::read(&path).map_err(|e| WsError::io(&path, e))?;
             // An undecodable kept manifest keeps every blob: never delete what may be needed.
-            let Ok(m) = serde_json::from_slice::<Manifest>(&body) else { return Ok(0) };
+            let Ok(m) = serde_json::from_slice::<Manifest>(&body) else {
+                return Ok(0);
+            };
             for e in m.entries {
                 if let EntryKind::File { sha256, .. } = e.kind {
                     live.insert(sha256);
@@ -189,7 +230,10 @@ fn sweep_blobs(blobs: &Path, live: &HashSet<String>) -> WsResult<u64> {
         let shard = shard.map_err(|e| WsError::io(blobs, e))?.path();
         for blob in fs::read_dir(&shard).map_err(|e| WsError::io(&shard, e))? {
             let blob = blob.map_err(|e| WsError::io(&shard, e))?.path();
-            let name = blob.file_name().and_then(|s| s.to_str()).unwrap_or_default();
+            let name = blob
+                .file_name()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default();
             if !live.contains(name) {
                 fs::remove_file(&blob).map_err(|e| WsError::io(&blob, e))?;
                 removed += 1;

@@ -7,9 +7,18 @@ use sha2::{Digest, Sha256};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum EntryKind {
-    Dir { mode: u32 },
-    File { mode: u32, size: u64, sha256: String, mtime_ns: i64 },
-    Symlink { target: String },
+    Dir {
+        mode: u32,
+    },
+    File {
+        mode: u32,
+        size: u64,
+        sha256: String,
+        mtime_ns: i64,
+    },
+    Symlink {
+        target: String,
+    },
 }
 
 /// One path, relative to the worktree, with `/` separators.
@@ -56,7 +65,9 @@ pub fn hex(bytes: &[u8]) -> String {
 pub fn safe_rel_path(path: &str) -> bool {
     !path.is_empty()
         && !path.starts_with('/')
-        && path.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+        && path
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..")
 }
 
 #[cfg(test)]
@@ -71,9 +82,25 @@ mod tests {
             created_at_ms: 5,
             root_mode: 0o755,
             entries: vec![
-                Entry { path: "d".into(), kind: EntryKind::Dir { mode: 0o755 } },
-                Entry { path: "d/f".into(), kind: EntryKind::File { mode: 0o644, size: 1, sha256: "ab".into(), mtime_ns: 1_700_000_000_123_456_789 } },
-                Entry { path: "l".into(), kind: EntryKind::Symlink { target: "d/f".into() } },
+                Entry {
+                    path: "d".into(),
+                    kind: EntryKind::Dir { mode: 0o755 },
+                },
+                Entry {
+                    path: "d/f".into(),
+                    kind: EntryKind::File {
+                        mode: 0o644,
+                        size: 1,
+                        sha256: "ab".into(),
+                        mtime_ns: 1_700_000_000_123_456_789,
+                    },
+                },
+                Entry {
+                    path: "l".into(),
+                    kind: EntryKind::Symlink {
+                        target: "d/f".into(),
+                    },
+                },
             ],
         };
         let body = serde_json::to_vec(&m).expect("encodes");

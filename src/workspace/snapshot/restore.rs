@@ -19,7 +19,10 @@ use super::{Progress, ProgressFn};
 use crate::workspace::error::{WsError, WsResult};
 
 fn corrupt(m: &Manifest, detail: String) -> WsError {
-    WsError::CorruptSnapshot { id: m.id.clone(), detail }
+    WsError::CorruptSnapshot {
+        id: m.id.clone(),
+        detail,
+    }
 }
 
 fn parent_of(path: &str) -> &str {
@@ -35,13 +38,17 @@ pub(super) fn restore(
     progress: ProgressFn<'_>,
 ) -> WsResult<()> {
     fs::create_dir(dest).map_err(|e| WsError::io(dest, e))?;
-    fs::set_permissions(dest, fs::Permissions::from_mode(0o700)).map_err(|e| WsError::io(dest, e))?;
+    fs::set_permissions(dest, fs::Permissions::from_mode(0o700))
+        .map_err(|e| WsError::io(dest, e))?;
     let mut dirs: HashSet<&str> = HashSet::from([""]);
     let mut dir_modes = Vec::new();
     let mut done = Progress::default();
     for e in &m.entries {
         if !safe_rel_path(&e.path) || !dirs.contains(parent_of(&e.path)) {
-            return Err(corrupt(m, format!("entry `{}` is outside the tree", e.path)));
+            return Err(corrupt(
+                m,
+                format!("entry `{}` is outside the tree", e.path),
+            ));
         }
         let target = dest.join(&e.path);
         match &e.kind {
@@ -50,12 +57,23 @@ pub(super) fn restore(
                 dirs.insert(e.path.as_str());
                 dir_modes.push((target.clone(), *mode));
             }
-            EntryKind::File { mode, sha256, mtime_ns, .. } => {
+            EntryKind::File {
+                mode,
+                sha256,
+                mtime_ns,
+                ..
+            } => {
                 let n = copy_blob(m, blobs, sha256, &target)?;
-                let file = File::options().write(true).open(&target).map_err(|err| WsError::io(&target, err))?;
-                file.set_permissions(fs::Permissions::from_mode(*mode)).map_err(|err| WsError::io(&target, err))?;
-                let mtime = UNIX_EPOCH + Duration::from_nanos(u64::try_from(*mtime_ns).unwrap_or(0));
-                file.set_modified(mtime).map_err(|err| WsError::io(&target, err))?;
+                let file = File::options()
+                    .write(true)
+                    .open(&target)
+                    .map_err(|err| WsError::io(&target, err))?;
+                file.set_permissions(fs::Permissions::from_mode(*mode))
+                    .map_err(|err| WsError::io(&target, err))?;
+                let mtime =
+                    UNIX_EPOCH + Duration::from_nanos(u64::try_from(*mtime_ns).unwrap_or(0));
+                file.set_modified(mtime)
+                    .map_err(|err| WsError::io(&target, err))?;
                 done.files += 1;
                 done.bytes += n;
                 if done.files % 500 == 0 {
@@ -72,12 +90,14 @@ pub(super) fn restore(
     }
     // Modes last and deepest first, so read-only directories do not block their children.
     for (dir, mode) in dir_modes.iter().rev() {
-        fs::set_permissions(dir, fs::Permissions::from_mode(*mode)).map_err(|e| WsError::io(dir, e))?;
+        fs::set_permissions(dir, fs::Permissions::from_mode(*mode))
+            .map_err(|e| WsError::io(dir, e))?;
     }
     if let Some((uid, gid)) = owner {
         lchown(dest, Some(uid), Some(gid)).map_err(|e| WsError::io(dest, e))?;
     }
-    fs::set_permissions(dest, fs::Permissions::from_mode(m.root_mode)).map_err(|e| WsError::io(dest, e))?;
+    fs::set_permissions(dest, fs::Permissions::from_mode(m.root_mode))
+        .map_err(|e| WsError::io(dest, e))?;
     progress(done);
     Ok(())
 }
@@ -88,7 +108,8 @@ fn copy_blob(m: &Manifest, blobs: &Path, sha: &str, target: &Path) -> WsResult<u
         return Err(corrupt(m, format!("bad blob name `{sha}`")));
     }
     let src_path = blob_path(blobs, sha);
-    let mut src = File::open(&src_path).map_err(|e| corrupt(m, format!("blob `{sha}` unreadable: {e}")))?;
+    let mut src =
+        File::open(&src_path).map_err(|e| corrupt(m, format!("blob `{sha}` unreadable: {e}")))?;
     let mut dst = File::create_new(target).map_err(|e| WsError::io(target, e))?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
@@ -99,7 +120,8 @@ fn copy_blob(m: &Manifest, blobs: &Path, sha: &str, target: &Path) -> WsResult<u
             break;
         }
         hasher.update(&buf[..n]);
-        dst.write_all(&buf[..n]).map_err(|e| WsError::io(target, e))?;
+        dst.write_all(&buf[..n])
+            .map_err(|e| WsError::io(target, e))?;
         n_total += n as u64;
     }
     if hex(&hasher.finalize()) != sha {

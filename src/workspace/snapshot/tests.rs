@@ -17,7 +17,12 @@ fn tree(root: &Path) {
     symlink("../etc/passwd", root.join("dangling")).unwrap();
 }
 
-fn capture(store: &LocalSnapshotStore, id: &str, root: &Path, prev: Option<&Manifest>) -> (Manifest, super::Captured) {
+fn capture(
+    store: &LocalSnapshotStore,
+    id: &str,
+    root: &Path,
+    prev: Option<&Manifest>,
+) -> (Manifest, super::Captured) {
     let c = store.capture(id, root, prev, &|_| {}).unwrap();
     (store.load(id, &c.manifest_sha256).unwrap(), c)
 }
@@ -30,14 +35,34 @@ fn capture_and_restore_round_trip_with_modes_symlinks_and_dedup() {
     let store = LocalSnapshotStore::open(&dir.path().join("store")).unwrap();
     let (m, c) = capture(&store, "s1", &src, None);
     assert_eq!(c.files, 4);
-    assert_eq!(c.new_bytes, 5 + 100_000 + 10, "the duplicate is stored once");
+    assert_eq!(
+        c.new_bytes,
+        5 + 100_000 + 10,
+        "the duplicate is stored once"
+    );
     let dest = dir.path().join("dest");
     store.restore(&m, &dest, None, &|_| {}).unwrap();
     assert_eq!(std::fs::read(dest.join("sub/dup.txt")).unwrap(), b"alpha");
-    assert_eq!(std::fs::read(dest.join("sub/deep/b.bin")).unwrap().len(), 100_000);
-    assert_eq!(std::fs::metadata(dest.join("run.sh")).unwrap().permissions().mode() & 0o777, 0o750);
-    assert_eq!(std::fs::read_link(dest.join("dangling")).unwrap().to_str(), Some("../etc/passwd"));
-    assert!(store.restore(&m, &dest, None, &|_| {}).is_err(), "never restores over an existing tree");
+    assert_eq!(
+        std::fs::read(dest.join("sub/deep/b.bin")).unwrap().len(),
+        100_000
+    );
+    assert_eq!(
+        std::fs::metadata(dest.join("run.sh"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o750
+    );
+    assert_eq!(
+        std::fs::read_link(dest.join("dangling")).unwrap().to_str(),
+        Some("../etc/passwd")
+    );
+    assert!(
+        store.restore(&m, &dest, None, &|_| {}).is_err(),
+        "never restores over an existing tree"
+    );
 }
 
 #[test]
@@ -61,13 +86,24 @@ fn corrupted_blobs_and_manifests_are_refused() {
     let root = dir.path().join("store");
     let store = LocalSnapshotStore::open(&root).unwrap();
     let (m, c) = capture(&store, "s1", &src, None);
-    assert!(matches!(store.load("s1", &"0".repeat(64)), Err(WsError::CorruptSnapshot { .. })));
-    let sha = m.entries.iter().find_map(|e| match &e.kind {
-        EntryKind::File { sha256, size: 5, .. } => Some(sha256.clone()),
-        _ => None,
-    }).unwrap();
+    assert!(matches!(
+        store.load("s1", &"0".repeat(64)),
+        Err(WsError::CorruptSnapshot { .. })
+    ));
+    let sha = m
+        .entries
+        .iter()
+        .find_map(|e| match &e.kind {
+            EntryKind::File {
+                sha256, size: 5, ..
+            } => Some(sha256.clone()),
+            _ => None,
+        })
+        .unwrap();
     std::fs::write(root.join("blobs").join(&sha[..2]).join(&sha), b"evil!").unwrap();
-    let err = store.restore(&m, &dir.path().join("dest"), None, &|_| {}).unwrap_err();
+    let err = store
+        .restore(&m, &dir.path().join("dest"), None, &|_| {})
+        .unwrap_err();
     assert!(matches!(err, WsError::CorruptSnapshot { .. }), "{err}");
     assert!(store.load("s1", &c.manifest_sha256).is_ok());
 }
@@ -84,10 +120,20 @@ fn rejects_manifest_that_writes_through_its_own_symlink() {
     let outside = dir.path().join("outside");
     std::fs::create_dir(&outside).unwrap();
     m.entries = vec![
-        super::Entry { path: "link".into(), kind: EntryKind::Symlink { target: outside.display().to_string() } },
-        super::Entry { path: "link/pwned".into(), kind: file },
+        super::Entry {
+            path: "link".into(),
+            kind: EntryKind::Symlink {
+                target: outside.display().to_string(),
+            },
+        },
+        super::Entry {
+            path: "link/pwned".into(),
+            kind: file,
+        },
     ];
-    let err = store.restore(&m, &dir.path().join("dest"), None, &|_| {}).unwrap_err();
+    let err = store
+        .restore(&m, &dir.path().join("dest"), None, &|_| {})
+        .unwrap_err();
     assert!(matches!(err, WsError::CorruptSnapshot { .. }), "{err}");
     assert!(!outside.join("pwned").exists());
 }
@@ -102,6 +148,12 @@ fn garbage_collection_keeps_blobs_shared_with_kept_snapshots() {
     std::fs::write(src.join("only-in-s2.txt"), b"new").unwrap();
     let (_, c2) = capture(&store, "s2", &src, Some(&m1));
     assert_eq!(c2.new_bytes, 3);
-    assert_eq!(store.collect_garbage(&["s1".to_string()]).unwrap(), 1, "only s2's own blob goes");
-    store.restore(&m1, &dir.path().join("dest"), None, &|_| {}).unwrap();
+    assert_eq!(
+        store.collect_garbage(&["s1".to_string()]).unwrap(),
+        1,
+        "only s2's own blob goes"
+    );
+    store
+        .restore(&m1, &dir.path().join("dest"), None, &|_| {})
+        .unwrap();
 }

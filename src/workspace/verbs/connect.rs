@@ -22,7 +22,10 @@ impl Service {
         let recovery = if self.worktree_valid(&ws) {
             None
         } else {
-            match self.restore_locked(&ws, "worktree missing or invalid at connect", progress).await {
+            match self
+                .restore_locked(&ws, "worktree missing or invalid at connect", progress)
+                .await
+            {
                 Ok(r) => Some(r),
                 Err(e) => {
                     self.store.end(seq)?;
@@ -46,6 +49,9 @@ impl Service {
             self.start_run_script(&ws);
         }
         info!(workspace.id = %id, restored = recovery.is_some(), "workspace connected");
-        Ok(Connected { workspace: ws, recovery })
+        Ok(Connected {
+            workspace: ws,
+            recovery,
+        })
     }
 }

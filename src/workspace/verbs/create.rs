@@ -26,17 +26,29 @@ fn valid_env_name(k: &str) -> bool {
 
 fn validate(req: &CreateRequest) -> WsResult<()> {
     if let Some(id) = &req.id
-        && !valid_id(id) {
-            return Err(WsError::Invalid(format!("id `{id}` must be 1-64 of [A-Za-z0-9._-], not starting with `.` or `-`")));
-        }
+        && !valid_id(id)
+    {
+        return Err(WsError::Invalid(format!(
+            "id `{id}` must be 1-64 of [A-Za-z0-9._-], not starting with `.` or `-`"
+        )));
+    }
     if req.repo.is_some() && req.from.is_some() {
-        return Err(WsError::Invalid("give either a repository or `from`, not both".into()));
+        return Err(WsError::Invalid(
+            "give either a repository or `from`, not both".into(),
+        ));
     }
     if req.revision.is_some() && req.repo.is_none() {
         return Err(WsError::Invalid("a revision needs a repository".into()));
     }
-    if let Some(k) = req.env.keys().chain(req.secrets.keys()).find(|k| !valid_env_name(k)) {
-        return Err(WsError::Invalid(format!("`{k}` is not a valid environment variable name")));
+    if let Some(k) = req
+        .env
+        .keys()
+        .chain(req.secrets.keys())
+        .find(|k| !valid_env_name(k))
+    {
+        return Err(WsError::Invalid(format!(
+            "`{k}` is not a valid environment variable name"
+        )));
     }
     Ok(())
 }
@@ -47,14 +59,18 @@ impl Service {
         validate(&req)?;
         let gate = self.create_gate.lock().await;
         if let Some(id) = &req.id
-            && self.store.get(id)?.is_some() {
-                drop(gate);
-                // Wait for a create still in progress, then answer with what it made.
-                let live = self.live(id);
-                let _op = live.op.lock().await;
-                let workspace = self.store.require(id)?;
-                return Ok(Created { workspace, created: false });
-            }
+            && self.store.get(id)?.is_some()
+        {
+            drop(gate);
+            // Wait for a create still in progress, then answer with what it made.
+            let live = self.live(id);
+            let _op = live.op.lock().await;
+            let workspace = self.store.require(id)?;
+            return Ok(Created {
+                workspace,
+                created: false,
+            });
+        }
         let ws = self.new_record(&req)?;
         let live = self.live(&ws.id);
         let op = live.op.lock().await;
@@ -67,7 +83,10 @@ impl Service {
         let result = self.build(ws, &req, seq).await;
         drop(op);
         match result {
-            Ok(workspace) => Ok(Created { workspace, created: true }),
+            Ok(workspace) => Ok(Created {
+                workspace,
+                created: true,
+            }),
             Err((id, e)) => {
                 warn!(workspace.id = %id, error = %e, "create failed; removing");
                 let _ = std::fs::remove_dir_all(self.ws_dir(&id));
@@ -81,14 +100,20 @@ impl Service {
     fn new_record(&self, req: &CreateRequest) -> WsResult<Workspace> {
         let mut metadata = BTreeMap::new();
         if let (true, Some(from)) = (req.inherit_parent_metadata, &req.from) {
-            let (snap, _) = self.store.snapshot(from)?.ok_or_else(|| WsError::SnapshotNotFound(from.clone()))?;
+            let (snap, _) = self
+                .store
+                .snapshot(from)?
+                .ok_or_else(|| WsError::SnapshotNotFound(from.clone()))?;
             if let Some(parent) = self.store.get(&snap.workspace_id)? {
                 metadata = parent.metadata;
             }
         }
         metadata.extend(req.metadata.clone());
         Ok(Workspace {
-            id: req.id.clone().unwrap_or_else(|| format!("ws-{}", random_hex(6))),
+            id: req
+                .id
+                .clone()
+                .unwrap_or_else(|| format!("ws-{}", random_hex(6))),
             status: Status::Creating,
             uid: self.allocate_uid()?,
             created_at_ms: now_ms(),
@@ -98,7 +123,9 @@ impl Service {
             repo: req.repo.clone(),
             revision: req.revision.clone(),
             from_snapshot: req.from.clone(),
-            idle_timeout_secs: req.idle_timeout_secs.unwrap_or(self.cfg.default_idle_timeout.as_secs()),
+            idle_timeout_secs: req
+                .idle_timeout_secs
+                .unwrap_or(self.cfg.default_idle_timeout.as_secs()),
             latest_snapshot: None,
             setup: None,
             last_recovery: None,
@@ -106,7 +133,12 @@ impl Service {
     }
 
     /// Act and persist; on error, hands back the id so the caller can clean up.
-    async fn build(&self, mut ws: Workspace, req: &CreateRequest, seq: i64) -> Result<Workspace, (String, WsError)> {
+    async fn build(
+        &self,
+        mut ws: Workspace,
+        req: &CreateRequest,
+        seq: i64,
+    ) -> Result<Workspace, (String, WsError)> {
         let id = ws.id.clone();
         let fail = |e| (id.clone(), e);
         self.materialise(&ws, req).await.map_err(fail)?;
@@ -115,16 +147,24 @@ impl Service {
             ws.idle_timeout_secs = t;
         }
         if req.from.is_none() {
-            let timeout = req.setup_timeout_ms.map(Duration::from_millis)
+            let timeout = req
+                .setup_timeout_ms
+                .map(Duration::from_millis)
                 .or(settings.setup_timeout_secs.map(Duration::from_secs))
                 .unwrap_or(DEFAULT_SETUP_TIMEOUT);
-            ws.setup = Some(self.run_setup(&ws, &settings, timeout).await.map_err(fail)?);
+            ws.setup = Some(
+                self.run_setup(&ws, &settings, timeout)
+                    .await
+                    .map_err(fail)?,
+            );
         }
         ws.status = Status::Ready;
-        self.store.tx(|tx| {
-            store::put_ws(tx, &ws)?;
-            store::end_in(tx, seq)
-        }).map_err(fail)?;
+        self.store
+            .tx(|tx| {
+                store::put_ws(tx, &ws)?;
+                store::end_in(tx, seq)
+            })
+            .map_err(fail)?;
         self.live(&ws.id).touch();
         // The baseline: taken once setup has settled; failures are logged, not fatal.
         match self.capture_locked(&ws.id, "baseline", no_progress()).await {
@@ -143,7 +183,10 @@ impl Service {
             worktree::clone(repo, req.revision.as_deref(), &wt, &self.ws_dir(&ws.id)).await?;
             worktree::chown_tree(&wt, owner)?;
         } else if let Some(from) = &req.from {
-            let (_, sha) = self.store.snapshot(from)?.ok_or_else(|| WsError::SnapshotNotFound(from.clone()))?;
+            let (_, sha) = self
+                .store
+                .snapshot(from)?
+                .ok_or_else(|| WsError::SnapshotNotFound(from.clone()))?;
             let snaps = self.snapshots.clone();
             let (from, wt2) = (from.clone(), wt.clone());
             tokio::task::spawn_blocking(move || {
@@ -168,13 +211,33 @@ impl Service {
         }
     }
 
-    async fn run_setup(&self, ws: &Workspace, settings: &Settings, timeout: Duration) -> WsResult<SetupOutcome> {
+    async fn run_setup(
+        &self,
+        ws: &Workspace,
+        settings: &Settings,
+        timeout: Duration,
+    ) -> WsResult<SetupOutcome> {
         let Some(script) = &settings.scripts.setup else {
-            return Ok(SetupOutcome { ran: false, exit_code: 0, stdout: String::new(), stderr: String::new(), timed_out: false });
+            return Ok(SetupOutcome {
+                ran: false,
+                exit_code: 0,
+                stdout: String::new(),
+                stderr: String::new(),
+                timed_out: false,
+            });
         };
         let spec = self.run_spec(ws, &BTreeMap::new())?;
-        let r = self.runtime.exec(&spec, &script.to_shell(), Some(timeout), None).await?;
+        let r = self
+            .runtime
+            .exec(&spec, &script.to_shell(), Some(timeout), None)
+            .await?;
         info!(workspace.id = %ws.id, setup.exit_code = r.exit_code, "setup script finished");
-        Ok(SetupOutcome { ran: true, exit_code: r.exit_code, stdout: r.stdout, stderr: r.stderr, timed_out: r.timed_out })
+        Ok(SetupOutcome {
+            ran: true,
+            exit_code: r.exit_code,
+            stdout: r.stdout,
+            stderr: r.stderr,
+            timed_out: r.timed_out,
+        })
     }
 }

@@ -20,9 +20,15 @@ impl Service {
     }
 
     /// Deletes every workspace whose metadata includes `filter`; returns their ids.
-    pub async fn delete_matching(&self, filter: &BTreeMap<String, String>) -> WsResult<Vec<String>> {
+    pub async fn delete_matching(
+        &self,
+        filter: &BTreeMap<String, String>,
+    ) -> WsResult<Vec<String>> {
         if filter.is_empty() {
-            return Err(WsError::Invalid("an empty metadata filter would delete every workspace; name at least one pair".into()));
+            return Err(WsError::Invalid(
+                "an empty metadata filter would delete every workspace; name at least one pair"
+                    .into(),
+            ));
         }
         let mut deleted = Vec::new();
         for entry in self.list(filter)? {

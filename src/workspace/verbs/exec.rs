@@ -12,7 +12,12 @@ use crate::workspace::store;
 
 impl Service {
     /// Runs a command. A non-zero exit is a result; a timeout gives exit code 124.
-    pub async fn exec(&self, id: &str, req: ExecRequest, sink: Option<mpsc::Sender<Chunk>>) -> WsResult<ExecResult> {
+    pub async fn exec(
+        &self,
+        id: &str,
+        req: ExecRequest,
+        sink: Option<mpsc::Sender<Chunk>>,
+    ) -> WsResult<ExecResult> {
         if req.cmd.trim().is_empty() {
             return Err(WsError::Invalid("the command is empty".into()));
         }

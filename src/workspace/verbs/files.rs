@@ -20,7 +20,14 @@ pub enum FileOp {
 
 impl FileOp {
     fn writes(&self) -> bool {
-        matches!(self, FileOp::Write { .. } | FileOp::Mkdir { .. } | FileOp::Rename { .. } | FileOp::Copy { .. } | FileOp::Remove { .. })
+        matches!(
+            self,
+            FileOp::Write { .. }
+                | FileOp::Mkdir { .. }
+                | FileOp::Rename { .. }
+                | FileOp::Copy { .. }
+                | FileOp::Remove { .. }
+        )
     }
 }
 
@@ -68,7 +75,12 @@ impl Service {
     pub async fn files(&self, id: &str, op: FileOp) -> WsResult<FileOut> {
         let ws = self.store.require(id)?;
         if op.writes() {
-            Self::guard(&ws, ws.status.can_write_files(), "change files", "; `connect` it first")?;
+            Self::guard(
+                &ws,
+                ws.status.can_write_files(),
+                "change files",
+                "; `connect` it first",
+            )?;
         } else {
             Self::guard(&ws, ws.status.can_read_files(), "read files", "")?;
         }

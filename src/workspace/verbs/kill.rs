@@ -22,7 +22,10 @@ impl Service {
         let _op = live.op.lock().await;
         let mut ws = self.store.require(id)?;
         if ws.status == Status::Stopped {
-            return Ok(Killed { workspace: ws, snapshot: None });
+            return Ok(Killed {
+                workspace: ws,
+                snapshot: None,
+            });
         }
         Self::guard(&ws, ws.status.can_kill(), "kill", "")?;
         let seq = self.store.begin(id, "kill")?;
@@ -50,7 +53,10 @@ impl Service {
             store::end_in(tx, seq)
         })?;
         info!(workspace.id = %id, kill.reason = reason, kill.processes = stopped, "workspace stopped");
-        Ok(Killed { workspace: ws, snapshot })
+        Ok(Killed {
+            workspace: ws,
+            snapshot,
+        })
     }
 
     async fn run_archive_script(&self, ws: &crate::workspace::model::Workspace) {
@@ -62,9 +68,17 @@ impl Service {
             }
         };
         let Some(script) = script else { return };
-        let Ok(spec) = self.run_spec(ws, &BTreeMap::new()) else { return };
-        match self.runtime.exec(&spec, &script.to_shell(), Some(ARCHIVE_TIMEOUT), None).await {
-            Ok(r) => info!(workspace.id = %ws.id, archive.exit_code = r.exit_code, "archive script finished"),
+        let Ok(spec) = self.run_spec(ws, &BTreeMap::new()) else {
+            return;
+        };
+        match self
+            .runtime
+            .exec(&spec, &script.to_shell(), Some(ARCHIVE_TIMEOUT), None)
+            .await
+        {
+            Ok(r) => {
+                info!(workspace.id = %ws.id, archive.exit_code = r.exit_code, "archive script finished")
+            }
             Err(e) => warn!(workspace.id = %ws.id, error = %e, "archive script failed"),
         }
     }

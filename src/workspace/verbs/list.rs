@@ -31,6 +31,11 @@ impl Service {
     /// Snapshots of a workspace, newest first.
     pub fn list_snapshots(&self, id: &str) -> WsResult<Vec<SnapshotInfo>> {
         self.store.require(id)?;
-        Ok(self.store.snapshots_of(id)?.into_iter().map(|(i, _)| i).collect())
+        Ok(self
+            .store
+            .snapshots_of(id)?
+            .into_iter()
+            .map(|(i, _)| i)
+            .collect())
     }
 }

@@ -32,8 +32,12 @@ impl Service {
         info!(workspace.id = %ws.id, "starting run script");
         tokio::spawn(async move {
             match runtime.exec(&spec, &command, None, None).await {
-                Ok(r) => info!(workspace.id = %spec.workspace_id, run.exit_code = r.exit_code, "run script ended"),
-                Err(e) => warn!(workspace.id = %spec.workspace_id, error = %e, "run script failed to start"),
+                Ok(r) => {
+                    info!(workspace.id = %spec.workspace_id, run.exit_code = r.exit_code, "run script ended")
+                }
+                Err(e) => {
+                    warn!(workspace.id = %spec.workspace_id, error = %e, "run script failed to start")
+                }
             }
         });
     }

@@ -12,25 +12,42 @@ impl Service {
     /// Takes a snapshot now (an exclusive operation).
     pub async fn snapshot(&self, id: &str, progress: ProgressSink) -> WsResult<SnapshotInfo> {
         let ws = self.store.require(id)?;
-        Self::guard(&ws, ws.status.can_snapshot(), "snapshot", "; `connect` it first")?;
+        Self::guard(
+            &ws,
+            ws.status.can_snapshot(),
+            "snapshot",
+            "; `connect` it first",
+        )?;
         let live = self.live(id);
         let _op = live.op.lock().await;
         let ws = self.store.require(id)?;
-        Self::guard(&ws, ws.status.can_snapshot(), "snapshot", "; `connect` it first")?;
+        Self::guard(
+            &ws,
+            ws.status.can_snapshot(),
+            "snapshot",
+            "; `connect` it first",
+        )?;
         self.capture_locked(id, "manual", progress).await
     }
 
     /// The newest manifest of `id` that loads and passes its checksum.
     pub fn latest_manifest(&self, id: &str) -> Option<Manifest> {
         let snaps = self.store.snapshots_of(id).ok()?;
-        snaps.iter().find_map(|(info, sha)| self.snapshots.load(&info.id, sha).ok())
+        snaps
+            .iter()
+            .find_map(|(info, sha)| self.snapshots.load(&info.id, sha).ok())
     }
 
     /// Captures and records a snapshot. The caller holds the workspace's op lock.
     ///
     /// INVARIANT: the snapshot row (the only reference to the manifest) is inserted after
     /// the capture is durable, in the same transaction that ends the journal entry.
-    pub(crate) async fn capture_locked(&self, id: &str, reason: &str, progress: ProgressSink) -> WsResult<SnapshotInfo> {
+    pub(crate) async fn capture_locked(
+        &self,
+        id: &str,
+        reason: &str,
+        progress: ProgressSink,
+    ) -> WsResult<SnapshotInfo> {
         let _gate = self.gc_gate.read().await;
         let seq = self.store.begin(id, "snapshot")?;
         let snap_id = format!("snap-{}", random_hex(8));

@@ -24,9 +24,23 @@ struct FakeRuntime {
 }
 
 impl Runtime for FakeRuntime {
-    fn exec<'a>(&'a self, _: &'a RunSpec, command: &'a str, _: Option<Duration>, _: Option<tokio::sync::mpsc::Sender<Chunk>>) -> BoxFut<'a, crate::workspace::WsResult<ExecResult>> {
+    fn exec<'a>(
+        &'a self,
+        _: &'a RunSpec,
+        command: &'a str,
+        _: Option<Duration>,
+        _: Option<tokio::sync::mpsc::Sender<Chunk>>,
+    ) -> BoxFut<'a, crate::workspace::WsResult<ExecResult>> {
         self.commands.lock().unwrap().push(command.to_string());
-        Box::pin(async { Ok(ExecResult { exit_code: 0, stdout: "fake\n".into(), stderr: String::new(), timed_out: false, duration_ms: 0 }) })
+        Box::pin(async {
+            Ok(ExecResult {
+                exit_code: 0,
+                stdout: "fake\n".into(),
+                stderr: String::new(),
+                timed_out: false,
+                duration_ms: 0,
+            })
+        })
     }
 
     fn stop<'a>(&'a self, _: &'a RunSpec) -> BoxFut<'a, crate::workspace::WsResult<u32>> {
@@ -57,7 +71,10 @@ fn service(dir: &std::path::Path) -> (Service, Arc<FakeRuntime>) {
 fn req(id: &str, meta: &[(&str, &str)]) -> CreateRequest {
     CreateRequest {
         id: Some(id.into()),
-        metadata: meta.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        metadata: meta
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
         ..Default::default()
     }
 }
@@ -74,10 +91,20 @@ async fn create_is_idempotent_and_uids_run_out_cleanly() {
     assert!(!again.created);
     assert_eq!(again.workspace.uid, a.workspace.uid);
     svc.create(req("b", &[])).await.unwrap();
-    assert!(matches!(svc.create(req("c", &[])).await, Err(WsError::NoFreeUid)));
+    assert!(matches!(
+        svc.create(req("c", &[])).await,
+        Err(WsError::NoFreeUid)
+    ));
     svc.delete("a").await.unwrap();
-    assert_eq!(svc.create(req("c", &[])).await.unwrap().workspace.uid, a.workspace.uid, "freed uid is reused");
-    assert!(matches!(svc.create(req("../x", &[])).await, Err(WsError::Invalid(_))));
+    assert_eq!(
+        svc.create(req("c", &[])).await.unwrap().workspace.uid,
+        a.workspace.uid,
+        "freed uid is reused"
+    );
+    assert!(matches!(
+        svc.create(req("../x", &[])).await,
+        Err(WsError::Invalid(_))
+    ));
 }
 
 #[tokio::test]
@@ -85,7 +112,10 @@ async fn kill_and_connect_follow_the_state_machine() {
     let dir = tempfile::tempdir().unwrap();
     let (svc, rt) = service(dir.path());
     svc.create(req("w", &[])).await.unwrap();
-    let exec = |cmd: &str| ExecRequest { cmd: cmd.into(), ..Default::default() };
+    let exec = |cmd: &str| ExecRequest {
+        cmd: cmd.into(),
+        ..Default::default()
+    };
     svc.exec("w", exec("make"), None).await.unwrap();
     assert_eq!(svc.info("w").unwrap().status, Status::Running);
     let killed = svc.kill("w", "kill", no_progress()).await.unwrap();
@@ -95,22 +125,41 @@ async fn kill_and_connect_follow_the_state_machine() {
     let err = svc.exec("w", exec("make"), None).await.unwrap_err();
     assert_eq!(err.code(), "wrong_state");
     assert!(err.to_string().contains("`connect` it first"), "{err}");
-    assert!(svc.kill("w", "kill", no_progress()).await.unwrap().snapshot.is_none(), "killing a stopped workspace is a no-op");
+    assert!(
+        svc.kill("w", "kill", no_progress())
+            .await
+            .unwrap()
+            .snapshot
+            .is_none(),
+        "killing a stopped workspace is a no-op"
+    );
     let connected = svc.connect("w", no_progress()).await.unwrap();
     assert_eq!(connected.workspace.status, Status::Running);
     assert!(connected.recovery.is_none());
     assert_eq!(rt.commands.lock().unwrap().as_slice(), ["make"]);
-    assert!(svc.store.journal().unwrap().is_empty(), "no transition left in flight");
+    assert!(
+        svc.store.journal().unwrap().is_empty(),
+        "no transition left in flight"
+    );
 }
 
 #[tokio::test]
 async fn metadata_filters_are_subset_matches() {
     let dir = tempfile::tempdir().unwrap();
     let (svc, _) = service(dir.path());
-    svc.create(req("x", &[("conversation", "42"), ("user", "ada")])).await.unwrap();
-    svc.create(req("y", &[("conversation", "7")])).await.unwrap();
+    svc.create(req("x", &[("conversation", "42"), ("user", "ada")]))
+        .await
+        .unwrap();
+    svc.create(req("y", &[("conversation", "7")]))
+        .await
+        .unwrap();
     let filter: BTreeMap<String, String> = [("conversation".to_string(), "42".to_string())].into();
-    let ids: Vec<String> = svc.list(&filter).unwrap().into_iter().map(|e| e.id).collect();
+    let ids: Vec<String> = svc
+        .list(&filter)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
     assert_eq!(ids, ["x"]);
     assert_eq!(svc.delete_matching(&filter).await.unwrap(), ["x"]);
     assert!(svc.delete_matching(&BTreeMap::new()).await.is_err());
