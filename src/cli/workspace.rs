@@ -4,19 +4,15 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use http::Method;
 use serde_json::{Value, json};
 
-use crate::workspace::client::{Client, ClientError, enc};
+use crate::workspace::client::calls::FileCall;
+use crate::workspace::client::{Client, ClientError};
+use crate::workspace::daemon;
 use crate::workspace::model::DEFAULT_IDLE_TIMEOUT_SECS;
-use crate::workspace::runtime::LocalRuntime;
-use crate::workspace::snapshot::LocalSnapshotStore;
-use crate::workspace::store::Store;
-use crate::workspace::{Config, Service, api};
 
 /// Flags of `dockwarden serve`.
 #[derive(Debug, clap::Args)]
@@ -55,56 +51,22 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .try_init();
-    let mode = u32::from_str_radix(&args.socket_mode, 8)
+    let socket_mode = u32::from_str_radix(&args.socket_mode, 8)
         .with_context(|| format!("socket mode `{}` is not octal", args.socket_mode))?;
-    std::fs::create_dir_all(&args.state_dir)
-        .with_context(|| format!("creating `{}`", args.state_dir.display()))?;
-    let store =
-        Store::open(&args.state_dir.join("state.db")).context("opening the state database")?;
-    let snapshots = LocalSnapshotStore::open(&args.state_dir.join("snapshots"))
-        .context("opening the snapshot store")?;
-    let cfg = Config {
-        state_dir: args.state_dir.clone(),
-        uid_base: args.uid_base,
-        uid_count: args.uid_count,
-        default_idle_timeout: Duration::from_secs(args.idle_timeout),
-        tick: Duration::from_millis(args.tick_ms.max(10)),
-        baseline_stale_after: Duration::from_secs(args.baseline_stale_after),
+    let mut config = daemon::config(args.state_dir.clone());
+    config.uid_base = args.uid_base;
+    config.uid_count = args.uid_count;
+    config.default_idle_timeout = Duration::from_secs(args.idle_timeout);
+    config.tick = Duration::from_millis(args.tick_ms.max(10));
+    config.baseline_stale_after = Duration::from_secs(args.baseline_stale_after);
+    let opts = daemon::DaemonOptions {
+        socket: args.socket,
+        socket_mode,
+        config,
     };
-    let runtime = LocalRuntime::new();
-    if !crate::workspace::runtime::Runtime::isolates_users(&runtime) {
-        tracing::warn!(
-            "not running as root: workspace commands run as this user, not per-workspace uids"
-        );
-    }
-    let svc = Arc::new(Service::new(
-        cfg,
-        store,
-        Arc::new(snapshots),
-        Arc::new(runtime),
-    ));
-    svc.recover_on_start().await.context("recovering state")?;
-    let listener = api::bind(&args.socket, mode).context("binding the api socket")?;
-    tracing::info!(socket = %args.socket.display(), "workspace service ready");
-    let upkeep = tokio::spawn(svc.clone().upkeep_loop());
-    api::run(listener, svc, shutdown_signal()).await;
-    upkeep.abort();
-    Ok(())
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
+    daemon::run(opts, daemon::shutdown_signal())
+        .await
+        .with_context(|| format!("workspace service on `{}`", args.state_dir.display()))
 }
 
 /// Flags of `dockwarden ws`.
@@ -251,18 +213,6 @@ fn map(pairs: &[(String, String)]) -> BTreeMap<String, String> {
     pairs.iter().cloned().collect()
 }
 
-fn meta_query(pairs: &[(String, String)]) -> String {
-    let q: Vec<String> = pairs
-        .iter()
-        .map(|(k, v)| format!("meta.{}={}", enc(k), enc(v)))
-        .collect();
-    if q.is_empty() {
-        String::new()
-    } else {
-        format!("?{}", q.join("&"))
-    }
-}
-
 /// Runs a `dockwarden ws` command. Service errors print `error: <message> (<code>)` and
 /// exit with status 1; `exec` exits with the command's own exit code.
 pub async fn ws(args: WsArgs) -> anyhow::Result<()> {
@@ -287,49 +237,22 @@ async fn run_ws(args: WsArgs) -> anyhow::Result<()> {
             timeout,
             env,
             command,
-        } => return exec(&c, &id, timeout, &env, &command.join(" "), args.json).await,
+        } => {
+            return exec(&c, &id, timeout, &env, &command.join(" "), args.json).await;
+        }
         WsCommand::Files { id, op } => return files(&c, &id, op, args.json).await,
         WsCommand::Snapshot { id } => long_op(&c, &id, "snapshot", args.json).await?,
         WsCommand::Kill { id } => long_op(&c, &id, "kill", args.json).await?,
         WsCommand::Connect { id } => long_op(&c, &id, "connect", args.json).await?,
-        WsCommand::Snapshots { id } => {
-            c.json(
-                Method::GET,
-                &format!("/v1/workspaces/{}/snapshots", enc(&id)),
-                None,
-            )
-            .await?
-        }
-        WsCommand::Info { id } => {
-            c.json(Method::GET, &format!("/v1/workspaces/{}", enc(&id)), None)
-                .await?
-        }
-        WsCommand::List { meta } => {
-            c.json(
-                Method::GET,
-                &format!("/v1/workspaces{}", meta_query(&meta)),
-                None,
-            )
-            .await?
-        }
-        WsCommand::Delete { id: Some(id), .. } => {
-            c.json(
-                Method::DELETE,
-                &format!("/v1/workspaces/{}", enc(&id)),
-                None,
-            )
-            .await?
-        }
+        WsCommand::Snapshots { id } => c.snapshots(&id).await?,
+        WsCommand::Info { id } => c.info(&id).await?,
+        WsCommand::List { meta } => c.list(&meta).await?,
+        WsCommand::Delete { id: Some(id), .. } => c.delete(&id).await?,
         WsCommand::Delete { id: None, meta } => {
             if meta.is_empty() {
                 bail!("give a workspace id or at least one `--meta KEY=VALUE`");
             }
-            c.json(
-                Method::DELETE,
-                &format!("/v1/workspaces{}", meta_query(&meta)),
-                None,
-            )
-            .await?
+            c.delete_matching(&meta).await?
         }
     };
     print_value(&out, args.json);
@@ -345,7 +268,7 @@ async fn create(c: &Client, a: CreateArgs, as_json: bool) -> anyhow::Result<Valu
     if !as_json {
         eprintln!("creating workspace…");
     }
-    Ok(c.json(Method::POST, "/v1/workspaces", Some(body)).await?)
+    Ok(c.create(body).await?)
 }
 
 async fn exec(
@@ -356,42 +279,32 @@ async fn exec(
     cmd: &str,
     as_json: bool,
 ) -> anyhow::Result<()> {
-    let body =
-        json!({ "cmd": cmd, "timeout_ms": timeout.map(|t| (t * 1000.0) as u64), "env": map(env) });
-    let path = format!("/v1/workspaces/{}/exec", enc(id));
+    let timeout_ms = timeout.map(|t| (t * 1000.0) as u64);
+    let body = json!({ "cmd": cmd, "timeout_ms": timeout_ms, "env": map(env) });
     if as_json {
-        let r = c.json(Method::POST, &path, Some(body)).await?;
-        print_value(&r, true);
+        print_value(&c.exec(id, body).await?, true);
         return Ok(());
     }
     let r = c
-        .stream(
-            Method::POST,
-            &format!("{path}?stream=1"),
-            Some(body),
-            |ev| {
-                let data = ev["data"].as_str().unwrap_or_default();
-                if ev["type"] == "stderr" {
-                    eprint!("{data}");
-                } else {
-                    print!("{data}");
-                    let _ = std::io::stdout().flush();
-                }
-            },
-        )
+        .exec_streaming(id, body, |stream, data| {
+            if stream == "stderr" {
+                eprint!("{data}");
+            } else {
+                print!("{data}");
+                let _ = std::io::stdout().flush();
+            }
+        })
         .await?;
-    let code = r["exit_code"].as_i64().unwrap_or(1) as i32;
     if r["timed_out"] == true {
         eprintln!("dockwarden: command timed out; its process group was killed (exit 124)");
     }
     let _ = std::io::stdout().flush();
-    std::process::exit(code);
+    std::process::exit(r["exit_code"].as_i64().unwrap_or(1) as i32);
 }
 
 async fn long_op(c: &Client, id: &str, verb: &str, as_json: bool) -> anyhow::Result<Value> {
-    let path = format!("/v1/workspaces/{}/{verb}?stream=1", enc(id));
     let r = c
-        .stream(Method::POST, &path, None, |ev| {
+        .long_op(id, verb, |ev| {
             if !as_json {
                 let p = &ev["progress"];
                 eprint!("\r{verb}: {} files, {} bytes", p["files"], p["bytes"]);
@@ -405,76 +318,31 @@ async fn long_op(c: &Client, id: &str, verb: &str, as_json: bool) -> anyhow::Res
 }
 
 async fn files(c: &Client, id: &str, op: FilesCommand, as_json: bool) -> anyhow::Result<()> {
-    let base = format!("/v1/workspaces/{}/files", enc(id));
-    let (method, path, body) = match op {
+    let call = match op {
         FilesCommand::Read { path } => {
-            let data = c
-                .raw(
-                    Method::GET,
-                    &format!("{base}/content?path={}", enc(&path)),
-                    Vec::new(),
-                    "",
-                )
-                .await?;
-            std::io::stdout().write_all(&data)?;
+            std::io::stdout().write_all(&c.read_file(id, &path).await?)?;
             return Ok(());
         }
         FilesCommand::Write { path, content } => {
             let data = match content {
-                Some(c) => c.into_bytes(),
+                Some(text) => text.into_bytes(),
                 None => {
                     let mut buf = Vec::new();
                     std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)?;
                     buf
                 }
             };
-            c.raw(
-                Method::PUT,
-                &format!("{base}/content?path={}", enc(&path)),
-                data,
-                "application/octet-stream",
-            )
-            .await?;
-            return Ok(());
+            return Ok(c.write_file(id, &path, data).await?);
         }
-        FilesCommand::List { path } => (
-            Method::GET,
-            format!("{base}/list?path={}", enc(&path)),
-            None,
-        ),
-        FilesCommand::Exists { path } => (
-            Method::GET,
-            format!("{base}/exists?path={}", enc(&path)),
-            None,
-        ),
-        FilesCommand::Info { path } => (
-            Method::GET,
-            format!("{base}/info?path={}", enc(&path)),
-            None,
-        ),
-        FilesCommand::Mkdir { path, parents } => (
-            Method::POST,
-            format!("{base}/mkdir?path={}&parents={parents}", enc(&path)),
-            None,
-        ),
-        FilesCommand::Rename { from, to } => (
-            Method::POST,
-            format!("{base}/rename?from={}&to={}", enc(&from), enc(&to)),
-            None,
-        ),
-        FilesCommand::Copy { from, to } => (
-            Method::POST,
-            format!("{base}/copy?from={}&to={}", enc(&from), enc(&to)),
-            None,
-        ),
-        FilesCommand::Rm { path, recursive } => (
-            Method::DELETE,
-            format!("{base}?path={}&recursive={recursive}", enc(&path)),
-            None,
-        ),
+        FilesCommand::List { path } => FileCall::List { path },
+        FilesCommand::Exists { path } => FileCall::Exists { path },
+        FilesCommand::Info { path } => FileCall::Info { path },
+        FilesCommand::Mkdir { path, parents } => FileCall::Mkdir { path, parents },
+        FilesCommand::Rename { from, to } => FileCall::Rename { from, to },
+        FilesCommand::Copy { from, to } => FileCall::Copy { from, to },
+        FilesCommand::Rm { path, recursive } => FileCall::Remove { path, recursive },
     };
-    let v = c.json(method, &path, body).await?;
-    print_value(&v, as_json);
+    print_value(&c.file_call(id, &call).await?, as_json);
     Ok(())
 }
 

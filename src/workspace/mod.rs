@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod client;
+pub mod daemon;
 pub mod error;
 mod fdnames;
 pub mod files;

@@ -1,5 +1,7 @@
 //! A small HTTP client for the API over its Unix socket (used by `dockwarden ws`).
 
+pub mod calls;
+
 use std::path::PathBuf;
 
 use bytes::Bytes;
