@@ -41,6 +41,9 @@ pub struct ServeArgs {
     /// Age after which a baseline snapshot of an active workspace is refreshed, in seconds.
     #[arg(long, default_value_t = 600)]
     pub baseline_stale_after: u64,
+    /// Snapshots kept per workspace; older ones are pruned (a few at a time).
+    #[arg(long, default_value_t = 20)]
+    pub keep_snapshots: usize,
 }
 
 /// Runs the workspace service until SIGINT or SIGTERM.
@@ -59,6 +62,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.default_idle_timeout = Duration::from_secs(args.idle_timeout);
     config.tick = Duration::from_millis(args.tick_ms.max(10));
     config.baseline_stale_after = Duration::from_secs(args.baseline_stale_after);
+    config.keep_snapshots = args.keep_snapshots;
     let opts = daemon::DaemonOptions {
         socket: args.socket,
         socket_mode,

@@ -79,5 +79,6 @@ pub fn config(state_dir: PathBuf) -> Config {
         ),
         tick: Duration::from_secs(1),
         baseline_stale_after: Duration::from_secs(600),
+        keep_snapshots: 20,
     }
 }

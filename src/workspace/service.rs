@@ -33,6 +33,8 @@ pub struct Config {
     pub tick: Duration,
     /// A baseline snapshot older than this is refreshed while the workspace is live.
     pub baseline_stale_after: Duration,
+    /// Snapshots kept per workspace; older ones are pruned.
+    pub keep_snapshots: usize,
 }
 
 /// In-memory state of one workspace: its exclusive-operation lock and its activity.

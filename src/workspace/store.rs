@@ -258,6 +258,14 @@ pub fn delete_ws(tx: &Transaction<'_>, id: &str) -> WsResult<()> {
     Ok(())
 }
 
+/// Forgets snapshots (their manifests and blobs go at the next garbage collection).
+pub fn delete_snapshots(tx: &Transaction<'_>, ids: &[String]) -> WsResult<()> {
+    for id in ids {
+        tx.execute("DELETE FROM snapshots WHERE id = ?1", [id])?;
+    }
+    Ok(())
+}
+
 /// Records a complete snapshot (the commit point of a capture).
 pub fn insert_snapshot(
     tx: &Transaction<'_>,

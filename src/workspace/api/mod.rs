@@ -60,7 +60,8 @@ pub async fn run(listener: UnixListener, svc: Arc<Service>, shutdown: impl Futur
             async move {
                 let service = service_fn(move |req| {
                     let svc = svc.clone();
-                    async move { Ok::<_, std::convert::Infallible>(handlers::handle(svc, req).await) }
+                    let span = info_span!("request", http.method = %req.method(), http.path = req.uri().path());
+                    async move { Ok::<_, std::convert::Infallible>(handlers::handle(svc, req).await) }.instrument(span)
                 });
                 let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
                 if let Err(e) = conn.await {

@@ -1,6 +1,9 @@
 //! `snapshot`: capture the whole worktree into the snapshot store and record it.
 
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
+
+/// Snapshots beyond the limit are pruned once this many have accumulated.
+const PRUNE_BATCH: usize = 5;
 
 use crate::workspace::error::{WsError, WsResult};
 use crate::workspace::model::{SnapshotInfo, random_hex};
@@ -43,6 +46,38 @@ impl Service {
     /// INVARIANT: the snapshot row (the only reference to the manifest) is inserted after
     /// the capture is durable, in the same transaction that ends the journal entry.
     pub(crate) async fn capture_locked(
+        &self,
+        id: &str,
+        reason: &str,
+        progress: ProgressSink,
+    ) -> WsResult<SnapshotInfo> {
+        let info = self.capture_and_record(id, reason, progress).await?;
+        self.prune_snapshots(id).await;
+        Ok(info)
+    }
+
+    /// Drops the oldest snapshots beyond `cfg.keep_snapshots` (in batches, since collecting
+    /// garbage reads every manifest). Failures are logged: retention is housekeeping.
+    async fn prune_snapshots(&self, id: &str) {
+        let keep = self.cfg.keep_snapshots.max(1);
+        let Ok(snaps) = self.store.snapshots_of(id) else {
+            return;
+        };
+        if snaps.len() <= keep + PRUNE_BATCH {
+            return;
+        }
+        let old: Vec<String> = snaps[keep..].iter().map(|(s, _)| s.id.clone()).collect();
+        let pruned = self.store.tx(|tx| store::delete_snapshots(tx, &old));
+        match pruned.map(|()| old.len()) {
+            Ok(n) => debug!(workspace.id = %id, snapshot.pruned = n, "old snapshots pruned"),
+            Err(e) => warn!(workspace.id = %id, error = %e, "snapshot pruning failed"),
+        }
+        if let Err(e) = self.collect_garbage().await {
+            warn!(error = %e, "snapshot garbage collection failed");
+        }
+    }
+
+    async fn capture_and_record(
         &self,
         id: &str,
         reason: &str,

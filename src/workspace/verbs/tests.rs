@@ -62,6 +62,7 @@ fn service(dir: &std::path::Path) -> (Service, Arc<FakeRuntime>) {
         default_idle_timeout: Duration::from_secs(3600),
         tick: Duration::from_secs(1),
         baseline_stale_after: Duration::from_secs(600),
+        keep_snapshots: 2,
     };
     let store = Store::open(&dir.join("state.db")).unwrap();
     let snaps = Arc::new(LocalSnapshotStore::open(&dir.join("snapshots")).unwrap());
@@ -141,6 +142,33 @@ async fn kill_and_connect_follow_the_state_machine() {
         svc.store.journal().unwrap().is_empty(),
         "no transition left in flight"
     );
+}
+
+#[tokio::test]
+async fn old_snapshots_are_pruned_in_batches_keeping_the_newest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (svc, _) = service(dir.path());
+    svc.create(req("p", &[])).await.unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..7 {
+        ids.push(svc.snapshot("p", no_progress()).await.unwrap().id);
+    }
+    // keep 2 + batch 5: at the 8th snapshot (baseline + 7) all but the newest 2 go.
+    let left: Vec<String> = svc
+        .list_snapshots("p")
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(left, [ids[6].clone(), ids[5].clone()]);
+    assert_eq!(
+        svc.info("p").unwrap().latest_snapshot.as_deref(),
+        Some(ids[6].as_str())
+    );
+    let manifests = std::fs::read_dir(dir.path().join("snapshots/manifests"))
+        .unwrap()
+        .count();
+    assert_eq!(manifests, 2);
 }
 
 #[tokio::test]
