@@ -80,6 +80,37 @@ fn rejects_paths_that_escape_the_worktree_with_invalid_path() {
 }
 
 #[test]
+fn workspace_user_cannot_read_another_workspace_the_snapshot_store_or_the_database() {
+    let svc = Svc::start(22400, &[], &[]);
+    svc.ok(
+        "POST",
+        "/v1/workspaces",
+        Some(json!({ "id": "victim", "secrets": { "TOKEN": "hunter2" } })),
+    );
+    svc.raw(
+        "PUT",
+        "/v1/workspaces/victim/files/content?path=private.txt",
+        b"private",
+    );
+    svc.ok("POST", "/v1/workspaces/victim/snapshot", None);
+    svc.ok("POST", "/v1/workspaces", Some(json!({ "id": "attacker" })));
+    let victim = svc.worktree("victim");
+    for cmd in [
+        format!("cat {}/private.txt", victim.display()),
+        format!("ls {}", victim.parent().unwrap().display()),
+        format!("ls {}/snapshots", svc.state.display()),
+        format!("cat {}/state.db", svc.state.display()),
+        format!("ls {}/workspaces", svc.state.display()),
+    ] {
+        let r = svc.exec("attacker", &cmd);
+        assert_ne!(r["exit_code"], 0, "`{cmd}` must fail: {r}");
+        assert!(!r["stdout"].as_str().unwrap().contains("private"), "{r}");
+    }
+    // The victim itself still reaches its own worktree.
+    assert_eq!(svc.exec("victim", "cat private.txt")["stdout"], "private");
+}
+
+#[test]
 fn reads_over_2_mib_are_too_large_and_writes_over_2_mib_are_invalid() {
     let svc = Svc::start(22100, &[], &[]);
     svc.ok("POST", "/v1/workspaces", Some(json!({ "id": "f" })));

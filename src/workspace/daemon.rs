@@ -2,6 +2,7 @@
 //! API on its socket and the upkeep loop, run until `shutdown` resolves.
 
 use std::future::Future;
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +25,12 @@ pub struct DaemonOptions {
 
 /// Opens the state under `cfg.state_dir` and builds the service with the local seams.
 pub fn open_service(cfg: Config) -> WsResult<Arc<Service>> {
-    std::fs::create_dir_all(&cfg.state_dir).map_err(|e| WsError::io(&cfg.state_dir, e))?;
+    // Workspace users must traverse to their own worktree, but list nothing on the way.
+    for dir in [cfg.state_dir.clone(), cfg.state_dir.join("workspaces")] {
+        std::fs::create_dir_all(&dir).map_err(|e| WsError::io(&dir, e))?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))
+            .map_err(|e| WsError::io(&dir, e))?;
+    }
     let store = Store::open(&cfg.state_dir.join("state.db"))?;
     let snapshots = LocalSnapshotStore::open(&cfg.state_dir.join("snapshots"))?;
     let runtime = LocalRuntime::new();

@@ -52,6 +52,14 @@ fn from_json<T: serde::de::DeserializeOwned>(s: &str) -> WsResult<T> {
 impl Store {
     /// Opens (or creates) the database with full durability.
     pub fn open(path: &Path) -> WsResult<Store> {
+        // Secrets live here: only the service may read it (SQLite gives its WAL the same mode).
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| WsError::io(path, e))?;
         let conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;

@@ -7,11 +7,16 @@ use std::path::Path;
 use crate::workspace::error::{WsError, WsResult};
 
 /// Creates the workspace directory (root-owned, so the user cannot replace the worktree
-/// itself) and a private home owned by the workspace user.
+/// itself; group = the workspace gid with mode 0710, so other workspaces' users cannot
+/// enter it) and a private home owned by the workspace user.
 pub fn prepare_dirs(ws_dir: &Path, home: &Path, owner: Option<(u32, u32)>) -> WsResult<()> {
     fs::create_dir_all(ws_dir).map_err(|e| WsError::io(ws_dir, e))?;
-    fs::set_permissions(ws_dir, fs::Permissions::from_mode(0o755))
+    let mode = if owner.is_some() { 0o710 } else { 0o755 };
+    fs::set_permissions(ws_dir, fs::Permissions::from_mode(mode))
         .map_err(|e| WsError::io(ws_dir, e))?;
+    if let Some((_, gid)) = owner {
+        lchown(ws_dir, Some(0), Some(gid)).map_err(|e| WsError::io(ws_dir, e))?;
+    }
     fs::create_dir_all(home).map_err(|e| WsError::io(home, e))?;
     fs::set_permissions(home, fs::Permissions::from_mode(0o700))
         .map_err(|e| WsError::io(home, e))?;

@@ -62,6 +62,10 @@ impl LocalSnapshotStore {
         for dir in [&store.blobs, &store.manifests, &store.tmp] {
             fs::create_dir_all(dir).map_err(|e| WsError::io(dir, e))?;
         }
+        // Blobs of every workspace live here: no workspace user may read them.
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(root, fs::Permissions::from_mode(0o700))
+            .map_err(|e| WsError::io(root, e))?;
         Ok(store)
     }
 
