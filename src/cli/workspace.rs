@@ -269,10 +269,15 @@ async fn create(c: &Client, a: CreateArgs, as_json: bool) -> anyhow::Result<Valu
         "repo": a.repo, "revision": a.rev, "from": a.from,
         "inherit_parent_metadata": a.inherit_metadata, "idle_timeout_secs": a.idle_timeout,
     });
-    if !as_json {
-        eprintln!("creating workspace…");
+    if as_json {
+        return Ok(c.create(body).await?);
     }
-    Ok(c.create(body).await?)
+    eprintln!("creating workspace…");
+    let created = c
+        .create_streaming(body, |ev| show_progress("restore", ev))
+        .await?;
+    eprintln!();
+    Ok(created)
 }
 
 async fn exec(
@@ -310,8 +315,7 @@ async fn long_op(c: &Client, id: &str, verb: &str, as_json: bool) -> anyhow::Res
     let r = c
         .long_op(id, verb, |ev| {
             if !as_json {
-                let p = &ev["progress"];
-                eprint!("\r{verb}: {} files, {} bytes", p["files"], p["bytes"]);
+                show_progress(verb, ev);
             }
         })
         .await?;
@@ -348,6 +352,11 @@ async fn files(c: &Client, id: &str, op: FilesCommand, as_json: bool) -> anyhow:
     };
     print_value(&c.file_call(id, &call).await?, as_json);
     Ok(())
+}
+
+fn show_progress(verb: &str, ev: &Value) {
+    let p = &ev["progress"];
+    eprint!("\r{verb}: {} files, {} bytes", p["files"], p["bytes"]);
 }
 
 /// Human output: tables for lists, short lines for known shapes, JSON otherwise.

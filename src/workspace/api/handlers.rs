@@ -1,5 +1,6 @@
 //! Request handlers: decode, call the service, encode. No lifecycle logic lives here.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use http::{Request, Response, StatusCode};
@@ -8,7 +9,7 @@ use tokio::sync::mpsc;
 
 use super::response::{Body, error, json};
 use super::routes::{Route, route};
-use super::stream::{Events, ndjson};
+use super::stream::ndjson;
 use super::{body, files_api, query};
 use crate::workspace::error::{WsError, WsResult};
 use crate::workspace::model::{CreateRequest, ExecRequest};
@@ -27,7 +28,7 @@ pub async fn handle(svc: Arc<Service>, req: Request<Incoming>) -> Response<Body>
     tracing::debug!(http.method = %parts.method, http.path = parts.uri.path(), "request");
     let result = match r {
         Route::Health => Ok(json(StatusCode::OK, &serde_json::json!({ "status": "ok" }))),
-        Route::Create => create(&svc, incoming).await,
+        Route::Create => create(svc.clone(), incoming, streaming).await,
         Route::List => svc
             .list(&query::metadata(&q))
             .map(|l| json(StatusCode::OK, &l)),
@@ -58,8 +59,19 @@ pub async fn handle(svc: Arc<Service>, req: Request<Incoming>) -> Response<Body>
     result.unwrap_or_else(|e| error(&e))
 }
 
-async fn create(svc: &Service, incoming: Incoming) -> WsResult<Response<Body>> {
+async fn create(
+    svc: Arc<Service>,
+    incoming: Incoming,
+    streaming: bool,
+) -> WsResult<Response<Body>> {
     let req: CreateRequest = body::json(incoming).await?;
+    if streaming {
+        return Ok(with_progress(move |progress| async move {
+            let created = svc.create_with_progress(req, progress).await?;
+            serde_json::to_value(created)
+                .map_err(|e| WsError::Internal(format!("encoding result: {e}")))
+        }));
+    }
     let created = svc.create(req).await?;
     let status = if created.created {
         StatusCode::CREATED
@@ -118,25 +130,34 @@ async fn long_op(
             .map(|v| json(StatusCode::OK, &v));
     }
     svc.info(&id)?;
-    let (events, resp) = ndjson();
+    Ok(with_progress(move |progress| async move {
+        run_verb(&svc, verb, &id, progress).await
+    }))
+}
+
+/// A streaming response: progress events while `op` runs, then its result.
+fn with_progress<F, Fut>(op: F) -> Response<Body>
+where
+    F: FnOnce(ProgressSink) -> Fut + Send + 'static,
+    Fut: Future<Output = WsResult<serde_json::Value>> + Send + 'static,
+{
+    let (mut events, resp) = ndjson();
     tokio::spawn(async move {
         let (tx, mut rx) = mpsc::channel(16);
         let progress: ProgressSink = Arc::new(move |p| {
             let _ = tx.try_send(p);
         });
-        let run = tokio::spawn(async move { run_verb(&svc, verb, &id, progress).await });
-        let mut events: Events = events;
+        let run = tokio::spawn(op(progress));
         while let Some(p) = rx.recv().await {
-            events
-                .send(&serde_json::json!({ "type": "progress", "progress": p }))
-                .await;
+            let event = serde_json::json!({ "type": "progress", "progress": p });
+            events.send(&event).await;
         }
         let result = run
             .await
-            .unwrap_or_else(|e| Err(WsError::Internal(format!("{verb} task: {e}"))));
+            .unwrap_or_else(|e| Err(WsError::Internal(format!("task: {e}"))));
         events.finish(result).await;
     });
-    Ok(resp)
+    resp
 }
 
 async fn run_verb(

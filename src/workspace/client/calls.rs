@@ -67,6 +67,17 @@ impl Client {
         self.json(Method::POST, "/v1/workspaces", Some(body)).await
     }
 
+    /// `create`, handing restore progress of a fork to `on_progress`.
+    pub async fn create_streaming(&self, body: Value, on_progress: impl FnMut(&Value)) -> R<Value> {
+        self.stream(
+            Method::POST,
+            "/v1/workspaces?stream=1",
+            Some(body),
+            on_progress,
+        )
+        .await
+    }
+
     pub async fn info(&self, id: &str) -> R<Value> {
         self.json(Method::GET, &ws_path(id), None).await
     }

@@ -10,9 +10,8 @@ use crate::workspace::files::Files;
 use crate::workspace::model::{
     CreateRequest, Created, SetupOutcome, Workspace, now_ms, random_hex, valid_id,
 };
-use crate::workspace::service::{Service, no_progress};
+use crate::workspace::service::{ProgressSink, Service, no_progress};
 use crate::workspace::settings::{SETTINGS_PATH, Settings};
-use crate::workspace::snapshot::Progress;
 use crate::workspace::status::Status;
 use crate::workspace::{store, worktree};
 
@@ -56,6 +55,15 @@ fn validate(req: &CreateRequest) -> WsResult<()> {
 impl Service {
     /// Creates a workspace, or returns the existing one with the same id.
     pub async fn create(&self, req: CreateRequest) -> WsResult<Created> {
+        self.create_with_progress(req, no_progress()).await
+    }
+
+    /// `create`, reporting the progress of a fork's restore.
+    pub async fn create_with_progress(
+        &self,
+        req: CreateRequest,
+        progress: ProgressSink,
+    ) -> WsResult<Created> {
         validate(&req)?;
         let gate = self.create_gate.lock().await;
         if let Some(id) = &req.id
@@ -80,7 +88,7 @@ impl Service {
         })?;
         drop(gate);
         info!(workspace.id = %ws.id, workspace.uid = ws.uid, "creating workspace");
-        let result = self.build(ws, &req, seq).await;
+        let result = self.build(ws, &req, seq, progress).await;
         drop(op);
         match result {
             Ok(workspace) => Ok(Created {
@@ -138,10 +146,11 @@ impl Service {
         mut ws: Workspace,
         req: &CreateRequest,
         seq: i64,
+        progress: ProgressSink,
     ) -> Result<Workspace, (String, WsError)> {
         let id = ws.id.clone();
         let fail = |e| (id.clone(), e);
-        self.materialise(&ws, req).await.map_err(fail)?;
+        self.materialise(&ws, req, progress).await.map_err(fail)?;
         let settings = self.read_settings_of(&ws).map_err(fail)?;
         if let (None, Some(t)) = (req.idle_timeout_secs, settings.idle_timeout_secs) {
             ws.idle_timeout_secs = t;
@@ -175,7 +184,12 @@ impl Service {
         Ok(ws)
     }
 
-    async fn materialise(&self, ws: &Workspace, req: &CreateRequest) -> WsResult<()> {
+    async fn materialise(
+        &self,
+        ws: &Workspace,
+        req: &CreateRequest,
+        progress: ProgressSink,
+    ) -> WsResult<()> {
         let owner = self.owner(ws);
         worktree::prepare_dirs(&self.ws_dir(&ws.id), &self.home(&ws.id), owner)?;
         let wt = self.worktree(&ws.id);
@@ -191,7 +205,7 @@ impl Service {
             let (from, wt2) = (from.clone(), wt.clone());
             tokio::task::spawn_blocking(move || {
                 let m = snaps.load(&from, &sha)?;
-                snaps.restore(&m, &wt2, owner, &|_: Progress| {})
+                snaps.restore(&m, &wt2, owner, &*progress)
             })
             .await
             .map_err(|e| WsError::Internal(format!("restore task: {e}")))??;
