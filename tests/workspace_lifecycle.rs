@@ -150,3 +150,27 @@ fn exec_nonzero_exit_is_a_result_and_timeout_kills_the_group_with_124() {
     let out = svc.cli(&["exec", "t", "--", "exit 5"]);
     assert_eq!(out.status.code(), Some(5));
 }
+
+#[test]
+fn kill_during_a_running_exec_ends_it_and_refuses_new_commands() {
+    let svc = Svc::start(21300, &[], &[]);
+    let created = svc.ok("POST", "/v1/workspaces", Some(json!({ "id": "busy" })));
+    let uid = created["workspace"]["uid"].as_u64().unwrap() as u32;
+    let socket = svc.socket.clone();
+    let started = Instant::now();
+    let running = std::thread::spawn(move || {
+        let body = json!({ "cmd": "echo started; sleep 60" }).to_string();
+        workspace_support::http(&socket, "POST", "/v1/workspaces/busy/exec", body.as_bytes())
+    });
+    workspace_support::wait_until(10, "exec running", || !pids_of(uid).is_empty());
+    let killed = svc.ok("POST", "/v1/workspaces/busy/kill", None);
+    assert_eq!(killed["workspace"]["status"], "stopped");
+    let (status, body) = running.join().unwrap().unwrap();
+    let result: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!((status, result["exit_code"].as_i64()), (200, Some(137)), "{result}");
+    assert_eq!(result["stdout"], "started\n");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(pids_of(uid).is_empty());
+    let (status, v) = svc.api("POST", "/v1/workspaces/busy/exec", Some(json!({ "cmd": "true" })));
+    assert_eq!((status, v["code"].as_str()), (409, Some("wrong_state")));
+}

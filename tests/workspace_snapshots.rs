@@ -190,8 +190,14 @@ fn forks_from_one_snapshot_share_storage_and_change_independently() {
     );
     // The CLI forks too, showing the restore's progress.
     let out = svc.cli(&["create", "--from", &snap, "--id", "c"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("created c ("), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("restore: 2 files"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("created c ("),
+        "{out:?}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("restore: 2 files"),
+        "{out:?}"
+    );
     svc.exec("a", "echo approach-a > approach.txt");
     svc.exec("b", "echo approach-b > approach.txt && rm numbers.txt");
     assert_eq!(svc.read("a", "approach.txt").1, b"approach-a\n");

@@ -24,9 +24,7 @@ impl Service {
         progress: ProgressSink,
     ) -> WsResult<RecoveryReport> {
         // Processes still running in the damaged tree would keep writing into it.
-        self.runtime
-            .stop(&self.run_spec(ws, &BTreeMap::new())?)
-            .await?;
+        let (_stopped_gate, _) = self.stop_all(ws).await?;
         let wt = self.worktree(&ws.id);
         let staging = self
             .ws_dir(&ws.id)

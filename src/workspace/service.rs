@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tokio::sync::OwnedRwLockWriteGuard;
+
 use crate::workspace::error::{WsError, WsResult};
 use crate::workspace::model::Workspace;
 use crate::workspace::runtime::{RunSpec, Runtime};
@@ -42,6 +44,9 @@ pub struct Config {
 pub struct WsLive {
     /// Held by create/setup, kill, connect, delete and snapshots.
     pub op: tokio::sync::Mutex<()>,
+    /// Execs hold it shared; stopping holds it alone, so no command starts in a workspace
+    /// that is being stopped or restored.
+    pub run_gate: Arc<tokio::sync::RwLock<()>>,
     last_activity: Mutex<Instant>,
     execs: AtomicUsize,
 }
@@ -50,6 +55,7 @@ impl WsLive {
     fn new() -> Self {
         WsLive {
             op: tokio::sync::Mutex::new(()),
+            run_gate: Arc::new(tokio::sync::RwLock::new(())),
             last_activity: Mutex::new(Instant::now()),
             execs: AtomicUsize::new(0),
         }
@@ -170,6 +176,22 @@ impl Service {
             home: self.home(&ws.id),
             env,
         })
+    }
+
+    /// Stops every process of `ws` and keeps new commands out until the guard drops.
+    /// Returns how many processes or groups were signalled.
+    pub async fn stop_all(&self, ws: &Workspace) -> WsResult<(OwnedRwLockWriteGuard<()>, u32)> {
+        let spec = self.run_spec(ws, &BTreeMap::new())?;
+        let gate = self.live(&ws.id).run_gate.clone();
+        let mut signalled = 0;
+        loop {
+            signalled += self.runtime.stop(&spec).await?;
+            // Execs in flight end once their processes die; retry for any that raced in.
+            let wait = tokio::time::timeout(Duration::from_millis(100), gate.clone().write_owned());
+            if let Ok(guard) = wait.await {
+                return Ok((guard, signalled));
+            }
+        }
     }
 
     /// Fails with `wrong_state` unless `ok`.

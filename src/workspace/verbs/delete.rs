@@ -42,10 +42,10 @@ impl Service {
 
     /// The act-and-persist half of delete; also rolls an interrupted delete forward.
     pub(crate) async fn finish_delete(&self, id: &str) -> WsResult<()> {
-        if let Some(ws) = self.store.get(id)? {
-            let spec = self.run_spec(&ws, &BTreeMap::new())?;
-            self.runtime.stop(&spec).await?;
-        }
+        let _stopped_gate = match self.store.get(id)? {
+            Some(ws) => Some(self.stop_all(&ws).await?.0),
+            None => None,
+        };
         let dir = self.ws_dir(id);
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(|e| WsError::io(&dir, e))?;

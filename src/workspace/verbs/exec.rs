@@ -21,10 +21,15 @@ impl Service {
         if req.cmd.trim().is_empty() {
             return Err(WsError::Invalid("the command is empty".into()));
         }
+        let ws = self.store.require(id)?;
+        Self::guard(&ws, ws.status.can_exec(), "exec", "; `connect` it first")?;
+        let live = self.live(id);
+        // Checked again under the gate: a kill may have finished while this call waited.
+        let _running = live.run_gate.clone().read_owned().await;
         let mut ws = self.store.require(id)?;
         Self::guard(&ws, ws.status.can_exec(), "exec", "; `connect` it first")?;
         // INVARIANT: counted as activity from before the first byte runs until it ends.
-        let _activity = ExecGuard::new(self.live(id));
+        let _activity = ExecGuard::new(live);
         if ws.status == Status::Ready {
             ws.status = Status::Running;
             self.store.tx(|tx| store::put_ws(tx, &ws))?;

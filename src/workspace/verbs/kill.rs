@@ -30,8 +30,7 @@ impl Service {
         Self::guard(&ws, ws.status.can_kill(), "kill", "")?;
         let seq = self.store.begin(id, "kill")?;
         self.run_archive_script(&ws).await;
-        let spec = self.run_spec(&ws, &BTreeMap::new())?;
-        let stopped = self.runtime.stop(&spec).await?;
+        let (_stopped_gate, stopped) = self.stop_all(&ws).await?;
         // Processes are gone, so the capture sees a quiescent tree. A damaged worktree is
         // not captured: it would become the latest snapshot and hide the last good one.
         let snapshot = if self.worktree_valid(&ws) {
