@@ -167,10 +167,18 @@ fn kill_during_a_running_exec_ends_it_and_refuses_new_commands() {
     assert_eq!(killed["workspace"]["status"], "stopped");
     let (status, body) = running.join().unwrap().unwrap();
     let result: serde_json::Value = serde_json::from_slice(&body).unwrap();
-    assert_eq!((status, result["exit_code"].as_i64()), (200, Some(137)), "{result}");
+    assert_eq!(
+        (status, result["exit_code"].as_i64()),
+        (200, Some(137)),
+        "{result}"
+    );
     assert_eq!(result["stdout"], "started\n");
     assert!(started.elapsed() < Duration::from_secs(30));
     assert!(pids_of(uid).is_empty());
-    let (status, v) = svc.api("POST", "/v1/workspaces/busy/exec", Some(json!({ "cmd": "true" })));
+    let (status, v) = svc.api(
+        "POST",
+        "/v1/workspaces/busy/exec",
+        Some(json!({ "cmd": "true" })),
+    );
     assert_eq!((status, v["code"].as_str()), (409, Some("wrong_state")));
 }

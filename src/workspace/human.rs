@@ -105,6 +105,32 @@ fn workspace(w: &Value, out: &mut String) {
     let _ = writeln!(out, "  idle timeout: {}s", w["idle_timeout_secs"]);
 }
 
+fn created_lines(v: &Value, created: bool, out: &mut String) {
+    let _ = write!(out, "{} ", if created { "created" } else { "exists:" });
+    workspace(&v["workspace"], out);
+    let setup = &v["workspace"]["setup"];
+    match setup.get("ran") {
+        Some(Value::Bool(true)) => {
+            let timed_out = if setup["timed_out"] == true {
+                " (timed out)"
+            } else {
+                ""
+            };
+            let _ = writeln!(out, "setup script exited {}{timed_out}", setup["exit_code"]);
+            if setup["exit_code"] != 0 {
+                let _ = writeln!(out, "{}", s(&setup["stderr"]));
+            }
+        }
+        Some(_) => {
+            let _ = writeln!(out, "no setup script");
+        }
+        None => {
+            let from = s(&v["workspace"]["from_snapshot"]);
+            let _ = writeln!(out, "setup not run: forked from snapshot {from}");
+        }
+    }
+}
+
 /// Renders any answer of the API for a terminal.
 pub fn render(v: &Value) -> String {
     let mut out = String::new();
@@ -112,41 +138,7 @@ pub fn render(v: &Value) -> String {
         return table(rows);
     }
     if let Some(created) = v.get("created") {
-        let verb = if created == true {
-            "created"
-        } else {
-            "exists:"
-        };
-        let _ = write!(out, "{verb} ");
-        workspace(&v["workspace"], &mut out);
-        let setup = &v["workspace"]["setup"];
-        match setup.get("ran") {
-            Some(Value::Bool(true)) => {
-                let _ = writeln!(
-                    out,
-                    "setup script exited {}{}",
-                    setup["exit_code"],
-                    if setup["timed_out"] == true {
-                        " (timed out)"
-                    } else {
-                        ""
-                    }
-                );
-                if setup["exit_code"] != 0 {
-                    let _ = writeln!(out, "{}", s(&setup["stderr"]));
-                }
-            }
-            Some(_) => {
-                let _ = writeln!(out, "no setup script");
-            }
-            None => {
-                let _ = writeln!(
-                    out,
-                    "setup not run: forked from snapshot {}",
-                    s(&v["workspace"]["from_snapshot"])
-                );
-            }
-        }
+        created_lines(v, created == true, &mut out);
     } else if v.get("recovery").is_some() {
         workspace(&v["workspace"], &mut out);
         if !v["recovery"].is_null() {

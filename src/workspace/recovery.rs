@@ -29,33 +29,7 @@ impl Service {
         let staging = self
             .ws_dir(&ws.id)
             .join(format!("worktree.restore-{}", random_hex(4)));
-        let mut notes = Vec::new();
-        let mut restored: Option<Manifest> = None;
-        for (info, sha) in self.store.snapshots_of(&ws.id)? {
-            let (snaps, dest, owner, p) = (
-                self.snapshots.clone(),
-                staging.clone(),
-                self.owner(ws),
-                progress.clone(),
-            );
-            let attempt = tokio::task::spawn_blocking(move || {
-                let m = snaps.load(&info.id, &sha)?;
-                snaps.restore(&m, &dest, owner, &*p).map(|()| m)
-            })
-            .await
-            .map_err(|e| WsError::Internal(format!("restore task: {e}")))?;
-            match attempt {
-                Ok(m) => {
-                    restored = Some(m);
-                    break;
-                }
-                Err(e) => {
-                    warn!(workspace.id = %ws.id, error = %e, "snapshot unusable; trying an older one");
-                    notes.push(e.to_string());
-                    let _ = std::fs::remove_dir_all(&staging);
-                }
-            }
-        }
+        let (restored, mut notes) = self.restore_newest(ws, &staging, progress).await?;
         let unrecovered = match (&restored, wt.exists()) {
             (Some(m), true) => changed_since(&wt, m),
             (None, true) => vec!["(every file: no usable snapshot)".to_string()],
@@ -88,6 +62,40 @@ impl Service {
         };
         warn!(workspace.id = %ws.id, recovery.from = ?report.restored_from, recovery.unrecovered = report.unrecovered.len(), "worktree restored");
         Ok(report)
+    }
+
+    /// Restores the newest snapshot that loads and passes its checksums into `staging`;
+    /// the errors of the ones skipped become notes of the report.
+    async fn restore_newest(
+        &self,
+        ws: &Workspace,
+        staging: &Path,
+        progress: ProgressSink,
+    ) -> WsResult<(Option<Manifest>, Vec<String>)> {
+        let mut notes = Vec::new();
+        for (info, sha) in self.store.snapshots_of(&ws.id)? {
+            let (snaps, dest, owner, p) = (
+                self.snapshots.clone(),
+                staging.to_path_buf(),
+                self.owner(ws),
+                progress.clone(),
+            );
+            let attempt = tokio::task::spawn_blocking(move || {
+                let m = snaps.load(&info.id, &sha)?;
+                snaps.restore(&m, &dest, owner, &*p).map(|()| m)
+            })
+            .await
+            .map_err(|e| WsError::Internal(format!("restore task: {e}")))?;
+            match attempt {
+                Ok(m) => return Ok((Some(m), notes)),
+                Err(e) => {
+                    warn!(workspace.id = %ws.id, error = %e, "snapshot unusable; trying an older one");
+                    notes.push(e.to_string());
+                    let _ = std::fs::remove_dir_all(staging);
+                }
+            }
+        }
+        Ok((None, notes))
     }
 
     /// Moves what is left of a damaged worktree out of the way, keeping it for inspection.

@@ -101,21 +101,9 @@ impl LocalRuntime {
                 .take()
                 .map(|s| tokio::spawn(pump(s, Stream::Stderr, err.clone(), sink))),
         ];
-        let waited = match timeout {
-            Some(t) => tokio::time::timeout(t, child.wait()).await.ok(),
-            None => Some(child.wait().await),
-        };
-        let (exit_code, timed_out) = match waited {
-            Some(status) => {
-                let status = status.map_err(|e| WsError::io(&spec.worktree, e))?;
-                (exit_code_of(status), false)
-            }
-            None => {
-                let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-                let _ = child.wait().await;
-                (TIMEOUT_EXIT, true)
-            }
-        };
+        let (exit_code, timed_out) = wait_or_kill(&mut child, pgid, timeout)
+            .await
+            .map_err(|e| WsError::io(&spec.worktree, e))?;
         for r in readers.into_iter().flatten() {
             let abort = r.abort_handle();
             if tokio::time::timeout(DRAIN_GRACE, r).await.is_err() {
@@ -136,6 +124,28 @@ impl LocalRuntime {
 impl Default for LocalRuntime {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// Waits for the shell; on timeout kills its whole process group and reports 124.
+async fn wait_or_kill(
+    child: &mut tokio::process::Child,
+    pgid: i32,
+    timeout: Option<Duration>,
+) -> std::io::Result<(i32, bool)> {
+    let waited = match timeout {
+        Some(t) => tokio::time::timeout(t, child.wait()).await.ok(),
+        None => Some(child.wait().await),
+    };
+    match waited {
+        Some(status) => Ok((exit_code_of(status?), false)),
+        None => {
+            if pgid > 0 {
+                let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+            }
+            let _ = child.wait().await;
+            Ok((TIMEOUT_EXIT, true))
+        }
     }
 }
 

@@ -63,20 +63,9 @@ pub(super) fn restore(
                 mtime_ns,
                 ..
             } => {
-                let n = copy_blob(m, blobs, sha256, &target)?;
-                let file = File::options()
-                    .write(true)
-                    .open(&target)
-                    .map_err(|err| WsError::io(&target, err))?;
-                file.set_permissions(fs::Permissions::from_mode(*mode))
-                    .map_err(|err| WsError::io(&target, err))?;
-                let mtime =
-                    UNIX_EPOCH + Duration::from_nanos(u64::try_from(*mtime_ns).unwrap_or(0));
-                file.set_modified(mtime)
-                    .map_err(|err| WsError::io(&target, err))?;
+                done.bytes += restore_file(m, blobs, sha256, &target, *mode, *mtime_ns)?;
                 done.files += 1;
-                done.bytes += n;
-                if done.files % 500 == 0 {
+                if done.files.is_multiple_of(500) {
                     progress(done);
                 }
             }
@@ -102,8 +91,26 @@ pub(super) fn restore(
     Ok(())
 }
 
+/// Restores one file with its mode and mtime; returns its size.
+fn restore_file(
+    m: &Manifest,
+    blobs: &Path,
+    sha: &str,
+    target: &Path,
+    mode: u32,
+    mtime_ns: i64,
+) -> WsResult<u64> {
+    let (file, n) = copy_blob(m, blobs, sha, target)?;
+    let io = |err| WsError::io(target, err);
+    file.set_permissions(fs::Permissions::from_mode(mode))
+        .map_err(io)?;
+    let mtime = UNIX_EPOCH + Duration::from_nanos(u64::try_from(mtime_ns).unwrap_or(0));
+    file.set_modified(mtime).map_err(io)?;
+    Ok(n)
+}
+
 /// Copies one blob to `target`, checking its content against its name.
-fn copy_blob(m: &Manifest, blobs: &Path, sha: &str, target: &Path) -> WsResult<u64> {
+fn copy_blob(m: &Manifest, blobs: &Path, sha: &str, target: &Path) -> WsResult<(File, u64)> {
     if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(corrupt(m, format!("bad blob name `{sha}`")));
     }
@@ -127,5 +134,5 @@ fn copy_blob(m: &Manifest, blobs: &Path, sha: &str, target: &Path) -> WsResult<u
     if hex(&hasher.finalize()) != sha {
         return Err(corrupt(m, format!("blob `{sha}` fails its checksum")));
     }
-    Ok(n_total)
+    Ok((dst, n_total))
 }
