@@ -61,6 +61,11 @@ pub(super) fn info_of(name: &str, path: &str, st: &FileStat) -> FileInfo {
     }
 }
 
+/// Makes a directory's entries durable, so an acknowledged change survives a crash.
+fn sync_dir(dir: &OwnedFd, shown: &str) -> WsResult<()> {
+    nix::unistd::fsync(dir).map_err(|e| WsError::errno(shown, e))
+}
+
 fn last_name(rel: &str) -> &str {
     rel.rsplit('/').next().unwrap_or(rel)
 }
@@ -139,7 +144,9 @@ impl Files {
             .and_then(|_| f.flush())
             .and_then(|()| f.sync_all());
         let renamed = written.map_err(|e| WsError::io(rel, e)).and_then(|()| {
-            renameat(&parent, tmp.as_str(), &parent, name.as_c_str()).map_err(|e| map_errno(rel, e))
+            renameat(&parent, tmp.as_str(), &parent, name.as_c_str())
+                .map_err(|e| map_errno(rel, e))?;
+            sync_dir(&parent, rel)
         });
         if renamed.is_err() {
             let _ = nix::unistd::unlinkat(
@@ -190,7 +197,7 @@ impl Files {
             let parent = open_beneath(
                 &self.root,
                 &done,
-                OFlag::O_PATH | OFlag::O_DIRECTORY,
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY,
                 Mode::empty(),
             )?;
             done = if done.is_empty() {
@@ -200,7 +207,10 @@ impl Files {
             };
             let last = i + 1 == parts.len();
             match mkdirat(&parent, *part, Mode::from_bits_truncate(0o755)) {
-                Ok(()) => self.chown_at(&parent, part, &done)?,
+                Ok(()) => {
+                    self.chown_at(&parent, part, &done)?;
+                    sync_dir(&parent, &done)?;
+                }
                 Err(nix::errno::Errno::EEXIST) if parents || !last => {}
                 Err(e) => return Err(map_errno(&done, e)),
             }
@@ -225,7 +235,9 @@ impl Files {
     pub fn rename(&self, from: &str, to: &str) -> WsResult<()> {
         let (pf, nf) = parent_of(&self.root, from)?;
         let (pt, nt) = parent_of(&self.root, to)?;
-        renameat(&pf, nf.as_c_str(), &pt, nt.as_c_str()).map_err(|e| map_errno(from, e))
+        renameat(&pf, nf.as_c_str(), &pt, nt.as_c_str()).map_err(|e| map_errno(from, e))?;
+        sync_dir(&pt, to)?;
+        sync_dir(&pf, from)
     }
 
     /// Copies a regular file (atomically at the destination, keeping its mode).
@@ -247,6 +259,7 @@ impl Files {
 
     pub fn remove(&self, rel: &str, recursive: bool) -> WsResult<()> {
         let (parent, name) = parent_of(&self.root, rel)?;
-        tree::remove(&parent, &name, rel, recursive)
+        tree::remove(&parent, &name, rel, recursive)?;
+        sync_dir(&parent, rel)
     }
 }

@@ -71,7 +71,8 @@ pub(super) fn open_beneath(
     openat2(root, target, how).map_err(|e| map_errno(rel, e))
 }
 
-/// Splits a cleaned non-root path into its parent directory (opened `O_PATH`) and its name.
+/// Splits a cleaned non-root path into its parent directory and its name. The parent is
+/// opened for reading (not `O_PATH`) so that changes in it can be made durable with fsync.
 pub(super) fn parent_of(root: &OwnedFd, rel: &str) -> WsResult<(OwnedFd, CString)> {
     let (dir, name) = match rel.rsplit_once('/') {
         Some((d, n)) => (d, n),
@@ -82,7 +83,12 @@ pub(super) fn parent_of(root: &OwnedFd, rel: &str) -> WsResult<(OwnedFd, CString
         }
         None => ("", rel),
     };
-    let fd = open_beneath(root, dir, OFlag::O_PATH | OFlag::O_DIRECTORY, Mode::empty())?;
+    let fd = open_beneath(
+        root,
+        dir,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY,
+        Mode::empty(),
+    )?;
     let name = CString::new(name).map_err(|_| WsError::InvalidPath(rel.to_string()))?;
     Ok((fd, name))
 }
