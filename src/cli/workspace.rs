@@ -97,6 +97,7 @@ pub enum WsCommand {
     Create(CreateArgs),
     /// Run a shell command in a workspace; exits with its exit code.
     Exec {
+        /// Workspace id.
         id: String,
         /// Time limit in seconds; a timed-out command exits 124.
         #[arg(long)]
@@ -104,11 +105,13 @@ pub enum WsCommand {
         /// Extra environment for this command, `KEY=VALUE`.
         #[arg(long = "env", value_parser = parse_kv)]
         env: Vec<(String, String)>,
+        /// The command, run by `/bin/sh -c` (words are joined with spaces).
         #[arg(trailing_var_arg = true, required = true)]
         command: Vec<String>,
     },
     /// File operations on a workspace's worktree.
     Files {
+        /// Workspace id.
         id: String,
         #[command(subcommand)]
         op: FilesCommand,
@@ -139,10 +142,13 @@ pub enum WsCommand {
 /// Flags of `dockwarden ws create`.
 #[derive(Debug, clap::Args)]
 pub struct CreateArgs {
+    /// Workspace id; creating an existing id returns that workspace.
     #[arg(long)]
     pub id: Option<String>,
+    /// Metadata pair, `KEY=VALUE` (repeatable).
     #[arg(long = "meta", value_parser = parse_kv)]
     pub meta: Vec<(String, String)>,
+    /// Environment variable for every command, `KEY=VALUE` (repeatable).
     #[arg(long = "env", value_parser = parse_kv)]
     pub env: Vec<(String, String)>,
     /// A secret, `KEY=VALUE`: injected as env, never printed back.
@@ -151,6 +157,7 @@ pub struct CreateArgs {
     /// Git repository (local path or URL) to clone into the worktree.
     #[arg(long, conflicts_with = "from")]
     pub repo: Option<String>,
+    /// Branch, tag or commit to check out.
     #[arg(long, requires = "repo")]
     pub rev: Option<String>,
     /// Fork: start from this snapshot.
@@ -168,38 +175,33 @@ pub struct CreateArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum FilesCommand {
     /// Print a file (at most 2 MiB).
-    Read {
-        path: String,
-    },
+    Read { path: String },
     /// Write a file atomically from `--content` or standard input (at most 2 MiB).
     Write {
         path: String,
         #[arg(long)]
         content: Option<String>,
     },
+    /// List a directory (default: the worktree root).
     List {
         #[arg(default_value = "")]
         path: String,
     },
-    Exists {
-        path: String,
-    },
-    Info {
-        path: String,
-    },
+    /// Print whether a path exists.
+    Exists { path: String },
+    /// Show kind, size, mode and modification time of a path.
+    Info { path: String },
+    /// Create a directory (`-p`: with its parents, no error if it exists).
     Mkdir {
         path: String,
         #[arg(short, long)]
         parents: bool,
     },
-    Rename {
-        from: String,
-        to: String,
-    },
-    Copy {
-        from: String,
-        to: String,
-    },
+    /// Rename or move a path.
+    Rename { from: String, to: String },
+    /// Copy a regular file.
+    Copy { from: String, to: String },
+    /// Remove a file or (with `-r`) a directory tree.
     Rm {
         path: String,
         #[arg(short, long)]
