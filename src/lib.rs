@@ -10,3 +10,4 @@ pub mod hostnet;
 pub mod limits;
 pub mod policy;
 pub mod proxy;
+pub mod workspace;

@@ -3,3 +3,4 @@
 pub mod budget;
 pub mod proxy;
 pub mod rules;
+pub mod workspace;
