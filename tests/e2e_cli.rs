@@ -129,6 +129,7 @@ fn events_stream_shows_a_container_starting() {
     let _ = ev.kill();
     let mut text = String::new();
     ev.stdout.take().expect("stdout").read_to_string(&mut text).expect("read events");
+    let _ = ev.wait();
     for status in ["create", "start", "die"] {
         assert!(text.lines().any(|l| l == status), "no `{status}` event in {text:?}");
     }
