@@ -81,6 +81,7 @@ fn cli_attacks_are_refused_and_name_the_rule() {
         (&["--userns", "host"], "container.namespace.host"),
         (&["--cap-add", "SYS_ADMIN"], "container.capabilities"),
         (&["--cap-add", "sys_ptrace"], "container.capabilities"),
+        (&["--cap-drop", "ALL", "--cap-add", "CHOWN"], "container.capabilities"),
         (&["--cap-add", "ALL"], "container.capabilities"),
         (&["--device", "/dev/null"], "container.devices"),
         (&["--device-cgroup-rule", "a *:* rwm"], "container.devices"),
@@ -128,8 +129,8 @@ fn allowed_create_is_confined_as_the_daemon_sees_it() {
         let _c = Cleanup(vec![name.clone()]);
         let args = [
             "run", "-d", "--name", &name, "-p", "18080", "-p", "0.0.0.0::81", "-v", &src, "-v",
-            "/var/run/docker.sock:/var/run/docker.sock", "--tmpfs", "/t:exec", "--cap-drop", "ALL", "--cap-add",
-            "CHOWN", "--security-opt", "no-new-privileges", IMAGE, "sleep", "30",
+            "/var/run/docker.sock:/var/run/docker.sock", "--tmpfs", "/t:exec", "--cap-drop", "ALL",
+            "--security-opt", "no-new-privileges", IMAGE, "sleep", "30",
         ];
         let out = run_with_timeout(p.cmd(cli).args(args), None, std::time::Duration::from_secs(60));
         assert!(out.status.success(), "{cli}: {}", stderr(&out));
