@@ -13,6 +13,7 @@ pub fn body_need(e: &E) -> BodyNeed {
         | E::ContainerUpdate(_)
         | E::ContainerStart(_)
         | E::ExecCreate(_)
+        | E::ExecStart(_)
         | E::NetworkCreate
         | E::NetworkConnect(_)
         | E::VolumeCreate => BodyNeed::Json,

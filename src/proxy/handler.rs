@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Version, header};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Version, header};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use tracing::Instrument;
@@ -12,7 +12,8 @@ use tracing::Instrument;
 use super::audit::{Peer, Record, now_rfc3339};
 use super::body::{self, ProxyBody};
 use super::error::ProxyError;
-use super::server::Shared;
+use super::server::{ConnInfo, Shared};
+use std::sync::atomic::Ordering;
 use super::upstream;
 use crate::api::json;
 use crate::api::path::{CanonicalPath, PathError};
@@ -24,9 +25,18 @@ use crate::policy::{self, BodyNeed, Denial, Facts, Verdict};
 const HOP: &[&str] = &["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "proxy-authenticate", "proxy-authorization"];
 
 /// Entry point from hyper. Never fails: errors become Docker-style responses.
-pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>, peer: Peer) -> Result<Response<ProxyBody>, std::convert::Infallible> {
+pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>, conn: Arc<ConnInfo>) -> Result<Response<ProxyBody>, std::convert::Infallible> {
     let span = tracing::info_span!("request", http.method = %req.method(), http.path = %req.uri().path());
-    Ok(handle_inner(req, shared, peer).instrument(span).await.unwrap_or_else(ProxyError::into_response))
+    let index = conn.requests.fetch_add(1, Ordering::SeqCst);
+    if conn.verdicts.is_ambiguous(index) {
+        let e = ProxyError::BadRequest("ambiguous framing: Content-Length with Transfer-Encoding, or repeated Content-Length".into());
+        tracing::info!(peer.uid = ?conn.peer.uid, "refused a request with ambiguous framing");
+        let mut resp = e.into_response();
+        // The client and we may disagree on where the next request starts: end the connection.
+        resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return Ok(resp);
+    }
+    Ok(handle_inner(req, shared, conn.peer).instrument(span).await.unwrap_or_else(ProxyError::into_response))
 }
 
 struct Audit<'a> {
@@ -118,13 +128,20 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Pee
     let need = policy::body_need(&route.endpoint);
     let mut stream_body = None;
     let mut raw_body = Bytes::new();
-    let upgrade = if route.endpoint.hijacks() { Some(hyper::upgrade::on(&mut req)) } else { None };
+    let wants_upgrade = req.headers().contains_key(header::UPGRADE);
+    let upgrade = if route.endpoint.hijacks() && wants_upgrade { Some(hyper::upgrade::on(&mut req)) } else { None };
     let (parts, incoming) = req.into_parts();
     match need {
         BodyNeed::Json => raw_body = read_json_body(incoming, shared.policy.max_json_body).await?,
         BodyNeed::Stream => stream_body = Some(incoming),
     }
     let decoded = if raw_body.iter().all(u8::is_ascii_whitespace) { None } else { Some(json::parse(&raw_body)) };
+    if route.endpoint.hijacks() && !wants_upgrade && !is_detached_exec(&route.endpoint, decoded.as_ref()) {
+        // Without `Upgrade`, dockerd answers a length-less 200 and then treats the client's
+        // following bytes as stdin; hyper cannot hand that connection over, so we refuse
+        // rather than relay a stream the client would misread. Every Docker client sends it.
+        return Err(ProxyError::BadRequest("attach and exec start need an `Upgrade: tcp` header".into()));
+    }
     let pre = policy::Request {
         method: parts.method.to_string(),
         route: route.clone(),
@@ -163,6 +180,12 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Pee
     };
     let query = permitted.as_ref().and_then(|p| p.query()).map(Query::encode);
     forward(&shared, parts, query, fwd_body, upgrade).await
+}
+
+/// `POST /exec/{id}/start` with `"Detach": true` answers a plain 200 and never hijacks.
+fn is_detached_exec(e: &Endpoint, body: Option<&Result<json::Json, json::DecodeError>>) -> bool {
+    let Some(Ok(json::Json::Object(o))) = body else { return false };
+    matches!(e, Endpoint::ExecStart(_)) && o.bool("Detach") == Ok(Some(true))
 }
 
 async fn decide_with_facts(shared: &Shared, req: &policy::Request) -> Result<Verdict, ProxyError> {
@@ -233,6 +256,5 @@ async fn forward(
     for h in HOP {
         p.headers.remove(*h);
     }
-    let _ = Method::GET;
     Ok(Response::from_parts(p, b.boxed()))
 }

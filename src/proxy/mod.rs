@@ -5,6 +5,7 @@ pub mod audit;
 pub mod body;
 pub mod error;
 pub mod facts;
+pub mod framing;
 pub mod handler;
 pub mod server;
 pub mod tunnel;

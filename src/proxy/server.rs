@@ -11,7 +11,10 @@ use tokio::net::UnixListener;
 use tokio::sync::Semaphore;
 use tracing::Instrument;
 
+use std::sync::atomic::AtomicU64;
+
 use super::audit::{AuditLog, Peer};
+use super::framing::{Verdicts, Watched};
 use super::upstream::Upstream;
 use crate::policy::Policy;
 use crate::policy::facts::Environment;
@@ -26,6 +29,15 @@ pub struct Shared {
     pub env: Environment,
     /// Serialises count-and-create so concurrent creates cannot overshoot the container cap.
     pub create_lock: tokio::sync::Mutex<()>,
+}
+
+/// Per-connection facts the handler needs.
+pub struct ConnInfo {
+    pub peer: Peer,
+    /// Which requests on this connection had ambiguous framing (see `framing`).
+    pub verdicts: Verdicts,
+    /// Requests seen so far on this connection; hyper serves them in order.
+    pub requests: AtomicU64,
 }
 
 /// Transport limits.
@@ -82,12 +94,15 @@ pub async fn run(
             .map(|c| Peer { uid: Some(c.uid()), gid: Some(c.gid()), pid: c.pid() })
             .unwrap_or_default();
         let shared = shared.clone();
-        let svc = service_fn(move |req| super::handler::handle(req, shared.clone(), peer));
+        let verdicts = Verdicts::default();
+        let conn_info = Arc::new(ConnInfo { peer, verdicts: verdicts.clone(), requests: AtomicU64::new(0) });
+        let svc = service_fn(move |req| super::handler::handle(req, shared.clone(), conn_info.clone()));
         let conn = http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(opts.header_timeout)
             .keep_alive(true)
-            .serve_connection(TokioIo::new(stream), svc)
+            .half_close(true)
+            .serve_connection(Watched::new(TokioIo::new(stream), verdicts), svc)
             .with_upgrades();
         let span = tracing::info_span!("conn", peer.uid = ?peer.uid, peer.pid = ?peer.pid);
         let (done, mut stop) = (done_tx.clone(), stop_rx.clone());

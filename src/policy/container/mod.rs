@@ -1,56 +1,113 @@
-//! Container rules: create, start, update and exec create. One file per rule family.
+//! Container rules: create, start, update and exec create. One file per rule family; this
+//! module runs them in a fixed order and turns their findings into a [`Permitted`].
 //!
-//! PLACEHOLDER: the container-policy issue fills these in; until then create only refuses
-//! `Privileged` and passes everything else, so nothing here may be called done.
+//! The same host-config checks run in two modes: [`Mode::Create`] on a request body (where
+//! some findings become rewrites) and [`Mode::Stored`] on the stored HostConfig of a container
+//! another one wants to join (where nothing can be rewritten, so those findings refuse).
 
-use super::catalogue::Rule;
-use super::{Denial, FactQuery, Facts, Permitted, Policy, Request};
+mod binds;
+mod hosts;
+mod model;
+mod mounts;
+mod namespaces;
+mod ports;
+mod privilege;
+mod rules;
+mod security;
+mod verbs;
 
-pub const RULES: &[Rule] = &[Rule {
-    id: "container.privileged",
-    rationale: "a privileged container has every capability and device of the host",
-    hint: "remove `--privileged` or `privileged: true`",
-}];
+#[cfg(test)]
+mod tests;
 
-fn body_object(req: &Request) -> Result<crate::api::json::Object, Denial> {
-    match &req.body {
-        None => Ok(crate::api::json::Object::new()),
-        Some(crate::api::json::Json::Object(o)) => Ok(o.clone()),
-        Some(_) => Err(Denial::new("request.body.invalid", "the body must be a JSON object")),
+use super::{Denial, Effect, FactQuery, Facts, Permitted, Policy, Request};
+use crate::api::json::Object;
+
+pub(crate) use privilege::tmpfs_option_ok;
+pub use rules::RULES;
+pub use verbs::{decide_exec, decide_start, decide_update};
+
+/// Whether a HostConfig arrives in a request or is stored on an existing container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// A create request: findings such as `0.0.0.0` ports are rewritten.
+    Create,
+    /// A join target's stored HostConfig: anything create would rewrite is refused instead.
+    Stored,
+}
+
+/// What a decision may look at.
+pub(crate) struct Ctx<'a> {
+    pub facts: &'a Facts,
+    pub policy: &'a Policy,
+    pub mode: Mode,
+}
+
+/// Rewrites and side effects collected while checking a create.
+#[derive(Debug, Default)]
+pub(crate) struct Changes {
+    rewrites: Vec<(&'static str, String)>,
+    effects: Vec<Effect>,
+}
+
+impl Changes {
+    pub(crate) fn rewrite(&mut self, rule: &'static str, what: impl Into<String>) {
+        self.rewrites.push((rule, what.into()));
     }
-}
-
-pub fn needs_create(_req: &Request, _policy: &Policy) -> Result<Vec<FactQuery>, Denial> {
-    Ok(vec![FactQuery::ContainerCount])
-}
-
-pub fn decide_create(req: &Request, _facts: &Facts, _policy: &Policy) -> Result<Permitted, Denial> {
-    let body = body_object(req)?;
-    let hc = body.object("HostConfig")?.cloned().unwrap_or_else(|| body.clone());
-    if hc.bool("Privileged")? == Some(true) {
-        return Err(Denial::new("container.privileged", "privileged containers are not allowed"));
-    }
-    Ok(Permitted::allow(req))
-}
-
-pub fn decide_start(req: &Request) -> Result<Permitted, Denial> {
-    if req.has_body && !matches!(&req.body, None | Some(crate::api::json::Json::Null)) {
-        let empty = matches!(&req.body, Some(crate::api::json::Json::Object(o)) if o.is_empty());
-        if !empty {
-            return Err(Denial::new("container.start_body", "a start request must not carry a body"));
+    pub(crate) fn effect(&mut self, e: Effect) {
+        if !self.effects.contains(&e) {
+            self.effects.push(e);
         }
     }
-    Ok(Permitted::allow(req))
 }
 
-pub fn decide_update(req: &Request, _facts: &Facts, _policy: &Policy) -> Result<Permitted, Denial> {
-    Ok(Permitted::allow(req))
+/// A denial for a fact that was not gathered (fail closed).
+pub(crate) fn fact_missing(what: &str) -> Denial {
+    Denial::new("container.fact_missing", format!("{what} was not looked up"))
 }
 
-pub fn decide_exec(req: &Request) -> Result<Permitted, Denial> {
-    let body = body_object(req)?;
-    if body.bool("Privileged")? == Some(true) {
-        return Err(Denial::new("container.privileged", "privileged exec is not allowed"));
+/// The facts a create needs: bind sources, referenced volumes, join targets and, for
+/// `PublishAllPorts`, the image. The container count is for the limits rules.
+pub fn needs_create(req: &Request, _policy: &Policy) -> Result<Vec<FactQuery>, Denial> {
+    let cb = model::effective(req)?;
+    let mut q = vec![FactQuery::ContainerCount];
+    q.extend(binds::needs(&cb.hc)?);
+    q.extend(mounts::needs(&cb.hc)?);
+    q.extend(namespaces::needs(&cb.hc)?);
+    q.extend(ports::needs(&cb.body, &cb.hc)?);
+    q.sort();
+    q.dedup();
+    Ok(q)
+}
+
+/// Decides a create; an allowed create is always forwarded as the proxy's rewritten body.
+pub fn decide_create(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted, Denial> {
+    let mut cb = model::effective(req)?;
+    let ctx = Ctx { facts, policy, mode: Mode::Create };
+    let mut ch = Changes::default();
+    if !cb.moved.is_empty() {
+        let keys = cb.moved.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+        ch.rewrite("container.legacy_hostconfig", format!("moved top-level {keys} into `HostConfig`"));
     }
-    Ok(Permitted::allow(req))
+    check_host_config(&mut cb.hc, &ctx, &mut ch)?;
+    ports::publish_all(&cb.body, &mut cb.hc, &ctx, &mut ch)?;
+    hosts::apply(&mut cb.hc, &mut ch)?;
+    let mut p = Permitted::allow(req).with_body(cb.into_json());
+    for (rule, what) in ch.rewrites {
+        p = p.rewrite(rule, what);
+    }
+    for e in ch.effects {
+        p = p.effect(e);
+    }
+    Ok(p)
+}
+
+/// Every host-config rule, in both modes. In [`Mode::Create`] it may rewrite `hc`.
+pub(crate) fn check_host_config(hc: &mut Object, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<(), Denial> {
+    privilege::check(hc, ctx)?;
+    security::check(hc, ctx)?;
+    namespaces::check(hc, ctx, ch)?;
+    binds::check(hc, ctx, ch)?;
+    mounts::check(hc, ctx, ch)?;
+    ports::check_bindings(hc, ctx, ch)?;
+    Ok(())
 }

@@ -1,0 +1,137 @@
+//! Privilege rules: `Privileged`, capabilities, devices, runtime, cgroup parent, OOM score,
+//! annotations, sysctls, log driver and tmpfs options.
+
+use super::{Ctx, Mode};
+use crate::api::json::Object;
+use crate::policy::Denial;
+
+/// Docker's default capability set: re-adding one of these (after `--cap-drop ALL`) grants
+/// nothing beyond an ordinary container, so it is the only `CapAdd` accepted.
+const DEFAULT_CAPS: &[&str] = &[
+    "CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "MKNOD", "NET_RAW", "SETGID", "SETUID", "SETFCAP",
+    "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "KILL", "AUDIT_WRITE",
+];
+
+/// Log drivers that write locally and open nothing on the daemon's behalf.
+const LOG_DRIVERS: &[&str] = &["", "json-file", "local", "none"];
+
+/// tmpfs flags that keep the mount an ordinary scratch area.
+const TMPFS_FLAGS: &[&str] = &[
+    "rw", "ro", "exec", "noexec", "nosuid", "nodev", "noatime", "nodiratime", "relatime", "strictatime", "tmpcopyup",
+];
+/// tmpfs `key=value` options that only size or own the mount.
+const TMPFS_KEYS: &[&str] = &["size", "mode", "uid", "gid", "nr_inodes", "nr_blocks"];
+
+fn deny(rule: &'static str, msg: impl Into<String>) -> Denial {
+    Denial::new(rule, msg)
+}
+
+/// Runs every privilege rule on a host config.
+pub(super) fn check(hc: &Object, ctx: &Ctx<'_>) -> Result<(), Denial> {
+    if hc.bool("Privileged")? == Some(true) {
+        return Err(deny("container.privileged", "privileged containers are not allowed"));
+    }
+    capabilities(hc)?;
+    devices(hc)?;
+    match hc.str("Runtime")?.unwrap_or("") {
+        "" | "runc" => {}
+        other => return Err(deny("container.runtime", format!("runtime `{other}` is not allowed"))),
+    }
+    cgroup_parent(hc, ctx)?;
+    if hc.int("OomScoreAdj")?.is_some_and(|n| n < 0) {
+        return Err(deny("container.oom_score", "a negative OOM score adjustment is not allowed"));
+    }
+    if hc.str_map("Annotations")?.is_some_and(|a| !a.is_empty()) {
+        return Err(deny("container.annotations", "annotations are not allowed"));
+    }
+    sysctls(hc, ctx)?;
+    if let Some(log) = hc.object("LogConfig")? {
+        let t = log.str("Type")?.unwrap_or("");
+        if !LOG_DRIVERS.contains(&t) {
+            return Err(deny("container.log_driver", format!("log driver `{t}` is not allowed")));
+        }
+    }
+    for (path, opts) in hc.str_map("Tmpfs")?.unwrap_or_default() {
+        tmpfs_options(&path, &opts)?;
+    }
+    Ok(())
+}
+
+/// Normalises one capability the way the daemon does (upper-case, `CAP_` prefix) and accepts it
+/// only when it is in the default set. Non-ASCII spellings are refused outright: Go's Unicode
+/// `ToUpper` maps `ſ` to `S` and `ı` to `I`, and matching that table exactly is not worth it.
+fn capability_ok(raw: &str) -> bool {
+    if !raw.is_ascii() {
+        return false;
+    }
+    let up = raw.to_ascii_uppercase();
+    let name = up.strip_prefix("CAP_").unwrap_or(&up);
+    DEFAULT_CAPS.contains(&name)
+}
+
+fn capabilities(hc: &Object) -> Result<(), Denial> {
+    for cap in hc.str_list("CapAdd")?.unwrap_or_default() {
+        if !capability_ok(&cap) {
+            return Err(deny("container.capabilities", format!("adding capability `{cap}` is not allowed")));
+        }
+    }
+    // HostConfig.Capabilities (API 1.40 only) replaced the whole set on 19.03.
+    if hc.str_list("Capabilities")?.is_some_and(|c| !c.is_empty()) {
+        return Err(deny("container.capabilities", "the legacy `Capabilities` list is not allowed"));
+    }
+    Ok(())
+}
+
+fn devices(hc: &Object) -> Result<(), Denial> {
+    if hc.object_list("Devices")?.is_some_and(|d| !d.is_empty()) {
+        return Err(deny("container.devices", "host devices are not allowed"));
+    }
+    if hc.object_list("DeviceRequests")?.is_some_and(|d| !d.is_empty()) {
+        return Err(deny("container.devices", "device requests (GPUs, CDI) are not allowed"));
+    }
+    if hc.str_list("DeviceCgroupRules")?.is_some_and(|d| !d.is_empty()) {
+        return Err(deny("container.devices", "device cgroup rules are not allowed"));
+    }
+    Ok(())
+}
+
+fn cgroup_parent(hc: &Object, ctx: &Ctx<'_>) -> Result<(), Denial> {
+    let parent = hc.str("CgroupParent")?.unwrap_or("");
+    if parent.is_empty() {
+        return Ok(());
+    }
+    // A stored container created through the proxy carries the proxy's own parent.
+    if ctx.mode == Mode::Stored && ctx.facts.env.cgroup_parent.as_deref() == Some(parent) {
+        return Ok(());
+    }
+    Err(deny("container.cgroup_parent", format!("cgroup parent `{parent}` is not allowed")))
+}
+
+fn sysctls(hc: &Object, ctx: &Ctx<'_>) -> Result<(), Denial> {
+    let allow = &ctx.policy.sysctls.allow;
+    for (key, _) in hc.str_map("Sysctls")?.unwrap_or_default() {
+        let ok = allow.iter().any(|a| if a.ends_with('.') { key.starts_with(a.as_str()) } else { *a == key });
+        if !ok {
+            return Err(deny("container.sysctl", format!("sysctl `{key}` is not in the allow-list")));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a `Tmpfs` option string (`HostConfig.Tmpfs` values, comma-separated).
+pub(super) fn tmpfs_options(path: &str, opts: &str) -> Result<(), Denial> {
+    for opt in opts.split(',').filter(|o| !o.is_empty()) {
+        if !tmpfs_option_ok(opt) {
+            return Err(deny("container.tmpfs", format!("tmpfs option `{opt}` on `{path}` is not allowed")));
+        }
+    }
+    Ok(())
+}
+
+/// Whether one tmpfs mount option is on the safe list (also used for tmpfs-backed volumes).
+pub(crate) fn tmpfs_option_ok(opt: &str) -> bool {
+    match opt.split_once('=') {
+        Some((k, _)) => TMPFS_KEYS.contains(&k),
+        None => TMPFS_FLAGS.contains(&opt),
+    }
+}

@@ -1,0 +1,83 @@
+//! Unit tests of the container rules: helpers, and a property test that no mix of forbidden
+//! settings, in any key casing and at either level of the body, is ever allowed.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::api::json::{self, Json};
+use crate::api::path::CanonicalPath;
+use crate::api::query::Query;
+use crate::api::route;
+
+fn create(body: &str) -> Request {
+    let path = CanonicalPath::parse("/v1.41/containers/create").expect("path");
+    Request {
+        method: "POST".into(),
+        route: route::classify("POST", &path),
+        query: Query::default(),
+        body: Some(json::parse(body.as_bytes()).expect("json")),
+        has_body: true,
+    }
+}
+
+fn decide(body: &str) -> Result<Permitted, Denial> {
+    decide_create(&create(body), &Facts::default(), &Policy::default_policy())
+}
+
+#[test]
+fn capabilities_are_normalised_like_dockerd_and_only_defaults_pass() {
+    assert!(privilege::tmpfs_option_ok("size=1m"));
+    for ok in ["CHOWN", "chown", "CAP_KILL", "cap_net_bind_service"] {
+        assert!(decide(&format!(r#"{{"HostConfig":{{"CapAdd":["{ok}"]}}}}"#)).is_ok(), "{ok}");
+    }
+    for bad in ["SYS_ADMIN", "ALL", "all", "CAP_ALL", "", "cap_\u{17f}y\u{17f}_admin", "NET_ADMIN"] {
+        let d = decide(&format!(r#"{{"HostConfig":{{"CapAdd":["{bad}"]}}}}"#)).expect_err(bad);
+        assert_eq!(d.rule, "container.capabilities");
+    }
+}
+
+#[test]
+fn top_level_fields_move_into_host_config_or_refuse_next_to_it() {
+    let p = decide(r#"{"Image":"x","Memory":5}"#).expect("allowed");
+    let Some(Json::Object(b)) = p.body() else { panic!("no body") };
+    assert!(b.get("Memory").is_none());
+    assert_eq!(b.object("HostConfig").expect("hc").and_then(|h| h.int("Memory").ok().flatten()), Some(5));
+    assert_eq!(decide(r#"{"Image":"x","Memory":5,"HostConfig":{}}"#).expect_err("mixed").rule, "container.legacy_hostconfig");
+}
+
+/// Forbidden settings and the rule each must trip (any of them may trip first).
+const FORBIDDEN: &[(&str, &str)] = &[
+    ("Privileged", "true"),
+    ("NetworkMode", r#""host""#),
+    ("PidMode", r#""host""#),
+    ("CapAdd", r#"["SYS_ADMIN"]"#),
+    ("Devices", r#"[{"PathOnHost":"/dev/mem"}]"#),
+    ("SecurityOpt", r#"["seccomp:unconfined"]"#),
+    ("MaskedPaths", "[]"),
+    ("CgroupParent", r#""/""#),
+    ("Runtime", r#""kata""#),
+    ("Binds", r#"["/:/host"]"#),
+    ("Mounts", r#"[{"Type":"bind","Source":"/etc","Target":"/x"}]"#),
+    ("PortBindings", r#"{"80/tcp":[{"HostIp":"192.0.2.1"}]}"#),
+];
+
+fn recase(key: &str, mask: u64) -> String {
+    key.chars().enumerate().map(|(i, c)| if mask >> (i % 64) & 1 == 1 { c.to_ascii_lowercase() } else { c.to_ascii_uppercase() }).collect()
+}
+
+proptest! {
+    #[test]
+    fn no_forbidden_setting_is_ever_allowed(picks in proptest::collection::btree_set(0..FORBIDDEN.len(), 1..4), mask in any::<u64>(), top in any::<bool>()) {
+        let fields: Vec<String> = picks.iter().map(|&i| format!(r#""{}":{}"#, recase(FORBIDDEN[i].0, mask), FORBIDDEN[i].1)).collect();
+        let body = if top {
+            format!(r#"{{"Image":"x",{}}}"#, fields.join(","))
+        } else {
+            format!(r#"{{"Image":"x","hostCONFIG":{{{}}}}}"#, fields.join(","))
+        };
+        let mut facts = Facts::default();
+        facts.host_paths.insert("/".into(), crate::policy::facts::HostPathFact::Outside);
+        facts.host_paths.insert("/etc".into(), crate::policy::facts::HostPathFact::Outside);
+        let verdict = decide_create(&create(&body), &facts, &Policy::default_policy());
+        prop_assert!(verdict.is_err(), "allowed: {}", body);
+    }
+}

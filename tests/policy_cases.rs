@@ -1,0 +1,258 @@
+//! Runs every data-driven case in `tests/policy_cases/*.json` through the pure policy core.
+//!
+//! Each case is `{description, method, path, body | body_raw, fs?, facts?, expect, rules,
+//! forwarded?, pins?}`. `$WS` in the body, facts and `forwarded` is a fresh workspace directory
+//! (with a sibling `$WS-evil`), `$PROXY` the proxy's socket. `fs` lays out the workspace
+//! (`dirs`, `files`, `symlinks`); host paths the policy asks about are resolved for real with
+//! `hostfs::resolve` unless the case gives them. Containers, images and volumes come only from
+//! `facts`, so leaving one out (or `no_gather` for host paths) shows that a missing fact refuses.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use dockwarden::api::{json, path::CanonicalPath, query::Query, route};
+use dockwarden::policy::facts::{ContainerFact, Environment, HostPathFact, ImageFact, VolumeFact};
+use dockwarden::policy::{self, Effect, FactQuery, Facts, Policy, Request, Verdict};
+use serde_json::Value;
+
+const PROXY: &str = "/run/dockwarden/docker.sock";
+
+struct Ws {
+    _dir: tempfile::TempDir,
+    ws: String,
+}
+
+fn layout(fs: Option<&Value>) -> Ws {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonical");
+    let ws = root.join("ws");
+    std::fs::create_dir_all(&ws).expect("ws");
+    std::fs::create_dir_all(root.join("ws-evil/data")).expect("ws-evil");
+    let list = |k: &str| fs.and_then(|f| f.get(k)).and_then(Value::as_array).cloned().unwrap_or_default();
+    for d in list("dirs") {
+        std::fs::create_dir_all(ws.join(d.as_str().expect("dir"))).expect("mkdir");
+    }
+    for f in list("files") {
+        std::fs::write(ws.join(f.as_str().expect("file")), b"x").expect("write");
+    }
+    if let Some(links) = fs.and_then(|f| f.get("symlinks")).and_then(Value::as_object) {
+        for (name, target) in links {
+            std::os::unix::fs::symlink(target.as_str().expect("target"), ws.join(name)).expect("symlink");
+        }
+    }
+    Ws { ws: ws.to_str().expect("utf8").to_owned(), _dir: dir }
+}
+
+fn subst(s: &str, ws: &Ws) -> String {
+    s.replace("$WS", &ws.ws).replace("$PROXY", PROXY)
+}
+
+fn subst_value(v: &Value, ws: &Ws) -> Value {
+    serde_json::from_str(&subst(&v.to_string(), ws)).expect("substituted json")
+}
+
+fn host_path_fact(s: &str) -> HostPathFact {
+    match s {
+        "inside" => HostPathFact::Inside { is_dir: true },
+        "inside_file" => HostPathFact::Inside { is_dir: false },
+        "missing" => HostPathFact::Missing,
+        "outside" => HostPathFact::Outside,
+        "symlink" => HostPathFact::ThroughSymlink,
+        "docker_socket" => HostPathFact::DockerSocket,
+        other => HostPathFact::Unusable(other.to_owned()),
+    }
+}
+
+fn to_json(v: &Value) -> json::Json {
+    json::parse(v.to_string().as_bytes()).expect("fact json")
+}
+
+fn str_pairs(v: Option<&Value>) -> Vec<(String, String)> {
+    v.and_then(Value::as_object)
+        .map(|o| o.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_owned())).collect())
+        .unwrap_or_default()
+}
+
+fn case_facts(f: &Value, ws: &Ws) -> Facts {
+    let env = Environment {
+        workspace: ws.ws.clone(),
+        proxy_socket: PROXY.into(),
+        daemon_sockets: vec!["/var/run/docker.sock".into(), "/run/docker.sock".into()],
+        cgroup_parent: f.get("cgroup_parent").and_then(Value::as_str).map(str::to_owned),
+    };
+    let mut facts = Facts { env, container_count: Some(1), ..Facts::default() };
+    let obj = |k: &str| f.get(k).and_then(Value::as_object).cloned().unwrap_or_default();
+    for (p, v) in obj("host_paths") {
+        facts.host_paths.insert(p, host_path_fact(v.as_str().expect("host path fact")));
+    }
+    for (r, v) in obj("containers") {
+        let c = (!v.is_null()).then(|| ContainerFact {
+            id: v["id"].as_str().unwrap_or("").to_owned(),
+            host_config: to_json(&v["host_config"]),
+            labels: Vec::new(),
+        });
+        facts.containers.insert(r, c);
+    }
+    for (r, v) in obj("images") {
+        let img = v.as_array().map(|a| ImageFact { exposed_ports: a.iter().filter_map(|p| p.as_str().map(str::to_owned)).collect() });
+        facts.images.insert(r, img);
+    }
+    for (r, v) in obj("volumes") {
+        let vol = (!v.is_null()).then(|| VolumeFact {
+            name: r.clone(),
+            driver: v["driver"].as_str().unwrap_or("local").to_owned(),
+            options: str_pairs(v.get("options")),
+        });
+        facts.volumes.insert(r, vol);
+    }
+    facts
+}
+
+/// Every key of `want` is in `got` with a matching value; arrays match element-wise.
+fn contains(got: &Value, want: &Value) -> bool {
+    match (got, want) {
+        (Value::Object(g), Value::Object(w)) => w.iter().all(|(k, wv)| g.get(k).is_some_and(|gv| contains(gv, wv))),
+        (Value::Array(g), Value::Array(w)) => g.len() == w.len() && g.iter().zip(w).all(|(a, b)| contains(a, b)),
+        _ => got == want,
+    }
+}
+
+fn build_request(case: &Value, ws: &Ws) -> Result<Request, policy::Denial> {
+    let method = case["method"].as_str().unwrap_or("POST");
+    let full = case["path"].as_str().expect("path");
+    let (path, q) = full.split_once('?').map_or((full, None), |(p, q)| (p, Some(q)));
+    let route = route::classify(method, &CanonicalPath::parse(path).expect("canonical path"));
+    let raw = match (case.get("body_raw"), case.get("body")) {
+        (Some(Value::String(s)), _) => subst(s, ws),
+        (_, Some(b)) => subst(&b.to_string(), ws),
+        _ => String::new(),
+    };
+    let body = if raw.trim().is_empty() { None } else { Some(json::parse(raw.as_bytes())?) };
+    let query = Query::parse(q).expect("query");
+    Ok(Request { method: method.into(), route, query, body, has_body: !raw.is_empty() })
+}
+
+fn run_case(case: &Value, pol: &Policy) -> Result<(), String> {
+    let ws = layout(case.get("fs"));
+    let empty = Value::Object(Default::default());
+    let facts_spec = subst_value(case.get("facts").unwrap_or(&empty), &ws);
+    let mut facts = case_facts(&facts_spec, &ws);
+    let verdict = match build_request(case, &ws) {
+        Err(d) => Verdict::Deny(d),
+        Ok(req) => match policy::needs(&req, pol) {
+            Err(d) => Verdict::Deny(d),
+            Ok(qs) => {
+                // `no_gather`: leave host paths unresolved, to show that a missing fact refuses.
+                if case.get("no_gather") != Some(&Value::Bool(true)) {
+                    gather_host_paths(&qs, &ws, &mut facts);
+                }
+                check_facts_requested(&qs, &facts)?;
+                policy::decide(&req, &facts, pol)
+            }
+        },
+    };
+    judge(case, &verdict, &ws)
+}
+
+fn gather_host_paths(qs: &[FactQuery], ws: &Ws, facts: &mut Facts) {
+    let sockets = [facts.env.daemon_sockets.clone(), vec![PROXY.to_owned()]].concat();
+    for q in qs {
+        if let FactQuery::HostPath(p) = q {
+            facts.host_paths.entry(p.clone()).or_insert_with(|| dockwarden::hostfs::resolve(Path::new(&ws.ws), p, &sockets));
+        }
+    }
+}
+
+/// Facts the case supplies must be ones the policy asks for; otherwise production would never
+/// gather them and the case would prove nothing.
+fn check_facts_requested(qs: &[FactQuery], f: &Facts) -> Result<(), String> {
+    let asked = |q: FactQuery| qs.contains(&q);
+    let stray: Vec<String> = f.containers.keys().filter(|k| !asked(FactQuery::Container((*k).clone())))
+        .chain(f.images.keys().filter(|k| !asked(FactQuery::Image((*k).clone()))))
+        .chain(f.volumes.keys().filter(|k| !asked(FactQuery::Volume((*k).clone()))))
+        .chain(f.host_paths.keys().filter(|k| !asked(FactQuery::HostPath((*k).clone()))))
+        .cloned()
+        .collect();
+    if stray.is_empty() { Ok(()) } else { Err(format!("facts supplied but never requested: {stray:?} (needs: {qs:?})")) }
+}
+
+fn judge(case: &Value, verdict: &Verdict, ws: &Ws) -> Result<(), String> {
+    let expect = case["expect"].as_str().expect("expect");
+    let rules: Vec<&str> = case["rules"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    match (expect, verdict) {
+        ("deny", Verdict::Deny(d)) => {
+            if rules != [d.rule] {
+                return Err(format!("denied by `{}` ({}), expected {rules:?}", d.rule, d.message));
+            }
+            let msg = d.client_message();
+            if !msg.contains(&format!("(rule {})", d.rule)) || sentence_case(&d.message) || d.message.ends_with('.') {
+                return Err(format!("badly formed message: {msg}"));
+            }
+            Ok(())
+        }
+        ("allow" | "rewrite", Verdict::Allow(p)) => {
+            let ids = verdict.rule_ids();
+            let rewrites: Vec<&str> = p.rewrites().iter().map(|r| r.rule).collect();
+            for r in &rules {
+                let present = if expect == "rewrite" { rewrites.contains(r) } else { ids.contains(r) };
+                if !present {
+                    return Err(format!("rule `{r}` missing from {ids:?}"));
+                }
+            }
+            check_forwarded(case, p, ws)
+        }
+        (_, Verdict::Deny(d)) => Err(format!("expected {expect}, denied by `{}`: {}", d.rule, d.message)),
+        (_, Verdict::Allow(p)) => Err(format!("expected {expect}, allowed with rewrites {:?}", p.rewrites())),
+    }
+}
+
+/// `Privileged ...` (not `API ...`): messages are lowercase.
+fn sentence_case(m: &str) -> bool {
+    let mut c = m.chars();
+    matches!((c.next(), c.next()), (Some(a), Some(b)) if a.is_uppercase() && b.is_lowercase())
+}
+
+fn check_forwarded(case: &Value, p: &policy::Permitted, ws: &Ws) -> Result<(), String> {
+    if let Some(want) = case.get("forwarded") {
+        let want = subst_value(want, ws);
+        let got: Value = p.body().map(|b| serde_json::from_slice(&b.to_bytes()).expect("json")).unwrap_or(Value::Null);
+        if !contains(&got, &want) {
+            return Err(format!("forwarded body\n  {got}\ndoes not contain\n  {want}"));
+        }
+        if case.get("no_extra_hosts") == Some(&Value::Bool(true)) && !got["HostConfig"]["ExtraHosts"].is_null() {
+            return Err(format!("forwarded body has ExtraHosts: {got}"));
+        }
+    }
+    if let Some(pins) = case.get("pins").and_then(Value::as_array) {
+        let want: Vec<String> = pins.iter().filter_map(Value::as_str).map(|s| subst(s, ws)).collect();
+        let got: Vec<String> = p.effects().iter().map(|Effect::PinBindSource { host_path }| host_path.clone()).collect();
+        if got != want {
+            return Err(format!("pinned {got:?}, expected {want:?}"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn policy_cases() {
+    let pol = Policy::default_policy();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/policy_cases");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("cases dir").map(|e| e.expect("entry").path()).collect();
+    files.sort();
+    let (mut n, mut failures) = (0, BTreeMap::new());
+    for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "json")) {
+        let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(f).expect("read")).expect("case file parses");
+        for case in &cases {
+            n += 1;
+            let name = format!("{}: {}", f.file_name().and_then(|s| s.to_str()).unwrap_or("?"), case["description"].as_str().unwrap_or("?"));
+            if let Err(e) = run_case(case, &pol) {
+                failures.insert(name, e);
+            }
+        }
+    }
+    for (name, e) in &failures {
+        eprintln!("FAIL {name}\n     {e}");
+    }
+    assert!(failures.is_empty(), "{} of {n} policy cases failed", failures.len());
+    assert!(n > 50, "only {n} cases found");
+}
