@@ -3,6 +3,7 @@
 # side by side against the same dockerd, alternating the targets within every round.
 #
 #   benches/e2e.sh [--quick] [--rounds N] [--out DIR]
+#   DW_BIN=/path/to/other/dockwarden benches/e2e.sh --out /tmp/before   # compare two builds
 #
 # Needs: a running dockerd at $DW_DAEMON (default /var/run/docker.sock), the image
 # dockwarden-test:latest (fixtures/make-test-image.sh), haproxy, python3 and the docker CLI.
@@ -38,7 +39,8 @@ ulimit -n 16384 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 (cd "$ROOT" && cargo build --release --quiet --bin dockwarden --example loadgen 2>/dev/null) ||
     (cd "$ROOT" && cargo build --release --bin dockwarden --example loadgen)
-DW_BIN=$TARGET_DIR/release/dockwarden
+# DW_BIN runs another build of the proxy (for before/after comparisons); the default is this tree's.
+DW_BIN=${DW_BIN:-$TARGET_DIR/release/dockwarden}
 
 TMP=$(mktemp -d /tmp/dwbench.XXXXXX)
 NAME=dwbench-$$-$RANDOM
@@ -164,6 +166,6 @@ cat >"$OUT/meta.json" <<JSON
  "dockerd": "$("$DOCKER" -H "unix://$DAEMON" version --format '{{.Server.Version}} (API {{.Server.APIVersion}})')",
  "haproxy": "$(haproxy -v | head -1 | awk '{print "HAProxy", $3}')", "rustc": "$(rustc -V | awk '{print "rustc", $2}')",
  "loadgen": "$([ "$LOADGEN" = oha ] && oha --version || echo examples/loadgen.rs)", "mode": "$([ $QUICK = 1 ] && echo quick || echo full)", "rounds": $ROUNDS,
- "durations": "load ${DUR} per point, exec ${STREAM_MIB} MiB each way, cp ${CP_MIB} MiB each way, ${RUNS} docker runs per target per round"}
+ "dockwarden_bin": "$DW_BIN", "durations": "load ${DUR} per point, exec ${STREAM_MIB} MiB each way, cp ${CP_MIB} MiB each way, ${RUNS} docker runs per target per round"}
 JSON
 python3 "$ROOT/benches/report.py" "$CSV" "$OUT/meta.json" "$OUT"
