@@ -1,10 +1,14 @@
 # Multi-stage build of the dockwarden sidecar image.
 #   docker build -t dockwarden .
-#   docker run -d --name dockwarden \
+#   docker run -d --name dockwarden --privileged --pid host --cgroupns host \
 #     -v /var/run/docker.sock:/var/run/docker.sock \
 #     -v /run/dockwarden:/run/dockwarden:rshared \
 #     -v /workspace:/workspace \
+#     -v /sys/fs/cgroup:/sys/fs/cgroup \
 #     dockwarden proxy --workspace /workspace
+# The sidecar is started by the VM image as root, directly on the daemon (never through the
+# proxy): pins are bind mounts that must propagate to the host (`rshared`), the workspace and
+# the pin directory must have the same paths inside and outside, and the budget writes cgroups.
 # The base images are arguments so an offline machine can substitute local ones.
 ARG BUILDER_IMAGE=rust:1-bookworm
 ARG RUNTIME_IMAGE=debian:bookworm-slim

@@ -6,5 +6,8 @@
 pub mod api;
 pub mod cli;
 pub mod hostfs;
+pub mod hostnet;
+pub mod limits;
 pub mod policy;
 pub mod proxy;
+pub mod workspace;

@@ -13,15 +13,25 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the policy proxy in front of a Docker daemon.
-    Proxy(dockwarden::cli::proxy::ProxyArgs),
+    Proxy(Box<dockwarden::cli::proxy::ProxyArgs>),
     /// Print the rule catalogue.
     Rules(dockwarden::cli::rules::RulesArgs),
+    /// Run the workspace lifecycle service.
+    Serve(dockwarden::cli::workspace::ServeArgs),
+    /// Talk to the workspace lifecycle service.
+    Ws(dockwarden::cli::workspace::WsArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Proxy(a) => dockwarden::cli::proxy::main(a),
+        Command::Proxy(a) => dockwarden::cli::proxy::main(*a),
         Command::Rules(a) => dockwarden::cli::rules::main(a),
+        Command::Serve(a) => runtime()?.block_on(dockwarden::cli::workspace::serve(a)),
+        Command::Ws(a) => runtime()?.block_on(dockwarden::cli::workspace::ws(a)),
     }
+}
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()
 }

@@ -189,3 +189,17 @@ fn volume_and_network_ls_create_rm() {
     assert!(ok(p.docker(&["network", "ls", "--format", "{{.Name}}"])).lines().any(|l| l == net));
     ok(p.docker(&["network", "rm", &net]));
 }
+
+#[test]
+fn image_save_and_load_stream_through_the_proxy() {
+    let p = Proxy::start(&[]);
+    let tag = format!("{}:saved", unique("img"));
+    ok(p.docker(&["tag", IMAGE, &tag]));
+    let tar = p.workspace.join("img.tar");
+    ok(p.docker(&["save", "-o", tar.to_str().expect("utf8"), &tag]));
+    assert!(std::fs::metadata(&tar).expect("tar").len() > 1024 * 1024, "saved image has the busybox layer");
+    ok(p.docker(&["rmi", &tag]));
+    let out = ok(p.docker(&["load", "-i", tar.to_str().expect("utf8")]));
+    assert!(out.contains(&tag), "{out}");
+    ok(p.docker(&["rmi", &tag]));
+}

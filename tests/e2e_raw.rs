@@ -140,7 +140,8 @@ fn unreachable_daemon_gives_502_saying_so() {
     let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
     let ws = dir.path().canonicalize().expect("canon").join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
-    let p = Proxy::start_with_upstream(dir, ws, "/nonexistent/docker.sock", &[]);
+    // The shared cgroup budget needs the daemon's `/info` at start-up (surface issue).
+    let p = Proxy::start_with_upstream(dir, ws, "/nonexistent/docker.sock", &["--no-cgroup-budget"]);
     let (status, json) = status_and_body(&p.raw(b"GET /v1.41/info HTTP/1.1\r\nHost: x\r\n\r\n"));
     assert_eq!(status, 502);
     assert!(json["message"].as_str().unwrap_or("").contains("cannot reach the docker daemon"));
@@ -264,4 +265,57 @@ fn hijack_without_upgrade_is_refused_but_detached_exec_works() {
     std::thread::sleep(Duration::from_millis(500));
     ok(p.docker(&["exec", &name, "test", "-f", "/tmp/detached-ran"]));
     force_remove(&name);
+}
+
+#[test]
+fn buildkit_grpc_endpoint_switches_to_h2c_through_the_proxy() {
+    let p = Proxy::start(&[]);
+    let mut s = UnixStream::connect(&p.socket).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    s.write_all(b"POST /grpc HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\nContent-Length: 0\r\n\r\n").expect("write");
+    let mut buf = [0u8; 1024];
+    let n = s.read(&mut buf).expect("read");
+    let head = String::from_utf8_lossy(&buf[..n]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    assert!(head.contains("upgrade: h2c"), "{head}");
+}
+
+#[test]
+fn prints_the_docker_host_line_on_start() {
+    let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
+    let root = dir.path().canonicalize().expect("canon");
+    std::fs::create_dir_all(root.join("ws")).expect("ws");
+    let sock = root.join("d.sock");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dockwarden"))
+        .args(["proxy", "--no-cgroup-budget", "--pin-dir"])
+        .arg(root.join("pins"))
+        .arg("--listen")
+        .arg(&sock)
+        .arg("--workspace")
+        .arg(root.join("ws"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().expect("stdout")), &mut line).expect("line");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(line.trim(), format!("export DOCKER_HOST=unix://{}", sock.display()));
+}
+
+#[test]
+fn connection_bound_holds_extra_clients_until_a_slot_frees() {
+    let p = Proxy::start(&["--max-connections", "1"]);
+    let first = UnixStream::connect(&p.socket).expect("first");
+    // The second client is accepted by the kernel but not served while the first holds the slot.
+    let mut second = UnixStream::connect(&p.socket).expect("second");
+    second.set_read_timeout(Some(Duration::from_millis(700))).expect("timeout");
+    second.write_all(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n").expect("write");
+    let mut buf = [0u8; 256];
+    assert!(second.read(&mut buf).is_err(), "served beyond the connection bound");
+    drop(first);
+    second.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let n = second.read(&mut buf).expect("served once the slot is free");
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("200 OK"));
 }

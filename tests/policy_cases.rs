@@ -1,5 +1,9 @@
 //! Runs every data-driven case in `tests/policy_cases/*.json` through the pure policy core.
 //!
+//! For networks, builds and limits `facts` may also hold `networks` (reference → inspect JSON
+//! or null), `host_routes` (`["192.0.2.0/24 eth0"]`), `container_count` (null: not gathered),
+//! `memory_budget` and `pids_budget`; `forwarded_query` checks query rewrites.
+//!
 //! Each case is `{description, method, path, body | body_raw, fs?, facts?, expect, rules,
 //! forwarded?, pins?}`. `$WS` in the body, facts and `forwarded` is a fresh workspace directory
 //! (with a sibling `$WS-evil`), `$PROXY` the proxy's socket. `fs` lays out the workspace
@@ -11,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use dockwarden::api::{json, path::CanonicalPath, query::Query, route};
-use dockwarden::policy::facts::{ContainerFact, Environment, HostPathFact, ImageFact, VolumeFact};
+use dockwarden::policy::facts::{ContainerFact, Environment, HostPathFact, HostRoute, ImageFact, NetworkFact, VolumeFact};
 use dockwarden::policy::{self, Effect, FactQuery, Facts, Policy, Request, Verdict};
 use serde_json::Value;
 
@@ -63,6 +67,14 @@ fn host_path_fact(s: &str) -> HostPathFact {
     }
 }
 
+/// `"192.0.2.0/24 eth0"`.
+fn host_route(v: &Value) -> HostRoute {
+    let s = v.as_str().expect("route string");
+    let (cidr, iface) = s.split_once(' ').expect("`<cidr> <iface>`");
+    let (net, prefix) = cidr.split_once('/').expect("cidr");
+    HostRoute { network: net.parse().expect("ipv4"), prefix: prefix.parse().expect("prefix"), iface: iface.to_owned() }
+}
+
 fn to_json(v: &Value) -> json::Json {
     json::parse(v.to_string().as_bytes()).expect("fact json")
 }
@@ -79,8 +91,27 @@ fn case_facts(f: &Value, ws: &Ws) -> Facts {
         proxy_socket: PROXY.into(),
         daemon_sockets: vec!["/var/run/docker.sock".into(), "/run/docker.sock".into()],
         cgroup_parent: f.get("cgroup_parent").and_then(Value::as_str).map(str::to_owned),
+        memory_budget: f.get("memory_budget").and_then(Value::as_u64),
+        pids_budget: f.get("pids_budget").and_then(Value::as_u64),
+        pin_dir: "/pins".into(),
     };
-    let mut facts = Facts { env, container_count: Some(1), ..Facts::default() };
+    let count = match f.get("container_count") {
+        Some(Value::Null) => None,
+        Some(v) => Some(v.as_u64().expect("container_count")),
+        None => Some(1),
+    };
+    let mut facts = Facts { env, container_count: count, ..Facts::default() };
+    facts.host_routes = f.get("host_routes").and_then(Value::as_array).map(|a| a.iter().map(host_route).collect());
+    for (r, v) in f.get("networks").and_then(Value::as_object).cloned().unwrap_or_default() {
+        let n = (!v.is_null()).then(|| NetworkFact {
+            id: v["Id"].as_str().unwrap_or("").to_owned(),
+            name: v["Name"].as_str().unwrap_or("").to_owned(),
+            driver: v["Driver"].as_str().unwrap_or("").to_owned(),
+            options: str_pairs(v.get("Options")),
+            raw: to_json(&v),
+        });
+        facts.networks.insert(r, n);
+    }
     let obj = |k: &str| f.get(k).and_then(Value::as_object).cloned().unwrap_or_default();
     for (p, v) in obj("host_paths") {
         facts.host_paths.insert(p, host_path_fact(v.as_str().expect("host path fact")));
@@ -158,7 +189,12 @@ fn gather_host_paths(qs: &[FactQuery], ws: &Ws, facts: &mut Facts) {
     let sockets = [facts.env.daemon_sockets.clone(), vec![PROXY.to_owned()]].concat();
     for q in qs {
         if let FactQuery::HostPath(p) = q {
-            facts.host_paths.entry(p.clone()).or_insert_with(|| dockwarden::hostfs::resolve(Path::new(&ws.ws), p, &sockets));
+            let fact = facts.host_paths.entry(p.clone()).or_insert_with(|| dockwarden::hostfs::resolve(Path::new(&ws.ws), p, &sockets));
+            // The proxy pins every source it resolves inside (`hostfs::pins`); `/pins<path>`
+            // stands in for the pin here.
+            if matches!(fact, HostPathFact::Inside { .. }) {
+                facts.pins.insert(p.clone(), format!("/pins{p}"));
+            }
         }
     }
 }
@@ -171,8 +207,12 @@ fn check_facts_requested(qs: &[FactQuery], f: &Facts) -> Result<(), String> {
         .chain(f.images.keys().filter(|k| !asked(FactQuery::Image((*k).clone()))))
         .chain(f.volumes.keys().filter(|k| !asked(FactQuery::Volume((*k).clone()))))
         .chain(f.host_paths.keys().filter(|k| !asked(FactQuery::HostPath((*k).clone()))))
+        .chain(f.networks.keys().filter(|k| !asked(FactQuery::Network((*k).clone()))))
         .cloned()
         .collect();
+    if f.host_routes.is_some() && !asked(FactQuery::HostRoutes) {
+        return Err(format!("host routes supplied but never requested (needs: {qs:?})"));
+    }
     if stray.is_empty() { Ok(()) } else { Err(format!("facts supplied but never requested: {stray:?} (needs: {qs:?})")) }
 }
 
@@ -221,6 +261,14 @@ fn check_forwarded(case: &Value, p: &policy::Permitted, ws: &Ws) -> Result<(), S
         }
         if case.get("no_extra_hosts") == Some(&Value::Bool(true)) && !got["HostConfig"]["ExtraHosts"].is_null() {
             return Err(format!("forwarded body has ExtraHosts: {got}"));
+        }
+    }
+    if let Some(want) = case.get("forwarded_query").and_then(Value::as_object) {
+        for (k, v) in want {
+            let got = p.query().and_then(|q| q.get(k));
+            if got != v.as_str() {
+                return Err(format!("forwarded query `{k}` is {got:?}, expected {v}"));
+            }
         }
     }
     if let Some(pins) = case.get("pins").and_then(Value::as_array) {

@@ -146,6 +146,9 @@ impl Object {
     }
 
     /// An integer field; `1.0`, `1e3` and out-of-range values are errors, as in Go.
+    ///
+    /// Stricter than Go in one spot: `-0` is refused (Go reads 0), because serde_json hands us
+    /// `-0` as the float `-0.0` and it cannot be told apart from `-0.0`, which Go refuses.
     pub fn int(&self, field: &str) -> Result<Option<i64>, DecodeError> {
         match self.field(field) {
             None => Ok(None),

@@ -2,6 +2,7 @@
 //! a Go-faithful JSON reader.
 
 pub mod json;
+pub mod model_view;
 pub mod path;
 pub mod query;
 pub mod route;

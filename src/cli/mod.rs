@@ -1,4 +1,6 @@
 //! Command implementations behind the thin `main`.
 
+pub mod budget;
 pub mod proxy;
 pub mod rules;
+pub mod workspace;

@@ -48,6 +48,19 @@ pub struct ProxyArgs {
     /// Most client connections served at once.
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
+    // Surface issue: container cap and shared cgroup budget flags.
+    #[command(flatten)]
+    pub budget: super::budget::BudgetArgs,
+    /// Root-only directory for bind-source pins (default: `/run/dockwarden/pins/<hash of
+    /// --listen>`, so a restarted proxy finds its pins and two proxies never share them).
+    #[arg(long)]
+    pub pin_dir: Option<PathBuf>,
+}
+
+/// The default pin directory: stable per listening socket (FNV-1a of its path).
+fn default_pin_dir(listen: &Path) -> PathBuf {
+    let h = listen.as_os_str().as_encoded_bytes().iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3));
+    PathBuf::from(format!("/run/dockwarden/pins/{h:016x}"))
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
@@ -118,7 +131,8 @@ async fn shutdown_signal() {
 }
 
 async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
-    let policy = load_policy(a.policy.as_deref())?;
+    let mut policy = load_policy(a.policy.as_deref())?;
+    super::budget::apply_cap(&a.budget, &mut policy)?; // surface issue
     let workspace = a.workspace.canonicalize().with_context(|| format!("workspace `{}`", a.workspace.display()))?;
     let meta = std::fs::metadata(&workspace)?;
     let (uid, gid) = (a.uid.unwrap_or(meta.uid()), a.gid.unwrap_or(meta.gid()));
@@ -127,25 +141,44 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
         None => AuditLog::stderr(),
     };
     let upstream_path = a.upstream.display().to_string();
+    let pin_dir = a.pin_dir.clone().unwrap_or_else(|| default_pin_dir(&a.listen));
+    let upstream = proxy::upstream::client(a.upstream.clone());
+    let budget = super::budget::prepare(&a.budget, &policy, &upstream).await?; // surface issue
     let env = Environment {
         workspace: workspace.display().to_string(),
         proxy_socket: a.listen.display().to_string(),
         daemon_sockets: vec![upstream_path.clone(), "/var/run/docker.sock".into(), "/run/docker.sock".into()],
-        cgroup_parent: None,
+        cgroup_parent: budget.cgroup_parent,
+        memory_budget: budget.memory,
+        pids_budget: budget.pids,
+        pin_dir: pin_dir.display().to_string(),
     };
     if a.dry_run {
         tracing::warn!("DRY RUN MODE: denials are logged as `would-deny` and forwarded anyway");
     }
     let listener = bind_socket(&a.listen, uid, gid, a.socket_mode)?;
+    // After the socket: a second proxy on a live socket fails there, with the clearer error.
+    let pins = match crate::hostfs::PinStore::open(&pin_dir, &workspace, &a.upstream.display().to_string()) {
+        Ok(p) => Arc::new(p),
+        Err(e) => {
+            let _ = std::fs::remove_file(&a.listen);
+            return Err(e).context("setting up bind pins (the proxy must run as root, in the daemon's mount namespace)");
+        }
+    };
     let shared = Arc::new(Shared {
         policy,
-        upstream: proxy::upstream::client(a.upstream.clone()),
+        upstream,
         upstream_path,
         audit,
         dry_run: a.dry_run,
         env,
         create_lock: tokio::sync::Mutex::new(()),
+        pins: Some(pins.clone()),
+        sessions: Arc::default(),
     });
+    // Releases pins of destroyed containers and hands root-written files back (reconciles
+    // with the daemon first, and after every reconnect).
+    crate::hostfs::watch::spawn(pins.clone(), shared.upstream.clone(), crate::hostfs::watch::Owner { uid, gid });
     println!("export DOCKER_HOST=unix://{}", a.listen.display());
     tracing::info!(listen = %a.listen.display(), upstream = %a.upstream.display(), workspace = %workspace.display(), "dockwarden proxy ready");
     let opts = Options {
@@ -155,5 +188,6 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     };
     let res = proxy::run(listener, shared, opts, shutdown_signal()).await;
     let _ = std::fs::remove_file(&a.listen);
+    pins.close();
     res.context("serving")
 }

@@ -1,7 +1,7 @@
 //! The exhaustive per-endpoint decision: every [`Endpoint`] variant appears in each `match`
 //! below with no wildcard arm, so a new endpoint does not compile until it is classified.
 
-use super::{build, container, limits, network, volume};
+use super::{build, container, kind, limits, network, pins, volume};
 use super::{BodyNeed, Denial, FactQuery, Facts, Permitted, Policy, Request};
 use crate::api::route::Endpoint as E;
 use crate::api::version::ApiVersion;
@@ -24,9 +24,17 @@ pub fn body_need(e: &E) -> BodyNeed {
 /// The facts each endpoint needs.
 pub fn needs(req: &Request, policy: &Policy) -> Result<Vec<FactQuery>, Denial> {
     match &req.route.endpoint {
-        E::ContainerCreate => container::needs_create(req, policy),
+        // Surface issue: the networks a create joins are looked up too (network::needs_endpoints).
+        E::ContainerCreate => {
+            let mut qs = container::needs_create(req, policy)?;
+            qs.extend(network::needs_endpoints(req)?);
+            qs.extend(pins::needs(req));
+            qs.sort();
+            qs.dedup();
+            Ok(qs)
+        }
         E::ContainerUpdate(_) => Ok(Vec::new()),
-        E::NetworkCreate => Ok(Vec::new()),
+        E::NetworkCreate => network::needs_create(req),
         E::NetworkConnect(id) => network::needs_connect(req, id),
         E::VolumeCreate => volume::needs_create(req),
         _ => Ok(Vec::new()),
@@ -82,7 +90,10 @@ pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted
         | E::Commit => allow(),
         E::ContainerRestart(_) => allow(),
         E::ContainerStart(_) => container::decide_start(req),
-        E::ContainerCreate => container::decide_create(req, facts, policy),
+        // Surface issue: then the networks it joins (network::check_endpoints).
+        E::ContainerCreate => container::decide_create(req, facts, policy)
+            .map_err(|d| kind::annotate(req, d))
+            .and_then(|p| network::check_endpoints(req, facts, policy).map(|()| p)),
         E::ContainerUpdate(_) => container::decide_update(req, facts, policy),
         E::ExecCreate(_) => container::decide_exec(req),
         E::ContainerCopy(_) => deny("container.copy_legacy", "the legacy copy endpoint is not available"),
@@ -119,10 +130,13 @@ pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted
             deny("system.checkpoint", "checkpoints are not available")
         }
         E::NetworkList | E::NetworkInspect(_) | E::NetworkDisconnect(_) | E::NetworkDelete(_) => allow(),
-        E::NetworkCreate => network::decide_create(req, policy),
+        E::NetworkCreate => network::decide_create(req, facts, policy),
         E::NetworkConnect(_) => network::decide_connect(req, facts, policy),
         E::Debug => deny("system.debug", "the daemon's debug endpoints are not available"),
         E::Unknown => deny("route.unknown", "this endpoint is not available"),
     }
     .and_then(|p| limits::apply(req, facts, policy, p))
+    // INVARIANT: the pin rewrite is the last change to a create body, so no later rewrite can
+    // put an unpinned workspace path back.
+    .and_then(|p| if req.route.endpoint == E::ContainerCreate { pins::apply(req, facts, p) } else { Ok(p) })
 }

@@ -20,6 +20,8 @@ pub enum FactQuery {
     Image(String),
     /// Count every container the daemon has.
     ContainerCount,
+    /// The host's IPv4 routes (for user-chosen network subnets).
+    HostRoutes,
 }
 
 /// What resolving a host path found.
@@ -74,6 +76,15 @@ pub struct ImageFact {
     pub exposed_ports: Vec<String>,
 }
 
+/// One IPv4 route of the host (`/proc/net/route`), as a network and prefix length.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostRoute {
+    pub network: std::net::Ipv4Addr,
+    pub prefix: u8,
+    /// The interface the route goes through (`docker0`, `br-<id>`, `eth0`, ...).
+    pub iface: String,
+}
+
 /// Where this proxy runs: fixed at start-up.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Environment {
@@ -85,6 +96,14 @@ pub struct Environment {
     pub daemon_sockets: Vec<String>,
     /// The cgroup parent every container is placed under, when the budget is on.
     pub cgroup_parent: Option<String>,
+    /// Memory all containers share, in bytes (the parent cgroup's limit), when the budget is on.
+    pub memory_budget: Option<u64>,
+    /// Processes all containers share (the parent cgroup's pids limit), when the budget is on.
+    pub pids_budget: Option<u64>,
+    /// The root-only directory holding this proxy's bind pins (`crate::hostfs::pins`). A
+    /// stored HostConfig of a container made through the proxy names pins from here in place
+    /// of workspace paths; empty in tests that do not pin.
+    pub pin_dir: String,
 }
 
 /// Gathered facts. A missing entry means "not gathered", which rules treat as a denial.
@@ -92,10 +111,15 @@ pub struct Environment {
 pub struct Facts {
     pub env: Environment,
     pub host_paths: BTreeMap<String, HostPathFact>,
+    /// Cleaned host path → the root-only pin the proxy mounted for it while gathering
+    /// (`crate::hostfs::pins`). A path resolved `Inside` but absent here could not be pinned.
+    pub pins: BTreeMap<String, String>,
     /// `None` means the daemon answered 404 for that reference.
     pub containers: BTreeMap<String, Option<ContainerFact>>,
     pub networks: BTreeMap<String, Option<NetworkFact>>,
     pub volumes: BTreeMap<String, Option<VolumeFact>>,
     pub images: BTreeMap<String, Option<ImageFact>>,
     pub container_count: Option<u64>,
+    /// The host's IPv4 routes; `None` when not gathered.
+    pub host_routes: Option<Vec<HostRoute>>,
 }

@@ -11,8 +11,10 @@ pub mod config;
 pub mod container;
 pub mod endpoints;
 pub mod facts;
+pub mod kind;
 pub mod limits;
 pub mod network;
+pub mod pins;
 pub mod volume;
 
 use crate::api::json::{DecodeError, Json};
@@ -94,7 +96,6 @@ pub struct Permitted {
     query: Option<Query>,
     rewrites: Vec<Rewrite>,
     effects: Vec<Effect>,
-    rules: Vec<&'static str>,
 }
 
 impl Permitted {
@@ -105,7 +106,6 @@ impl Permitted {
             query: None,
             rewrites: Vec::new(),
             effects: Vec::new(),
-            rules: Vec::new(),
         }
     }
 
@@ -130,11 +130,6 @@ impl Permitted {
         self
     }
 
-    pub(in crate::policy) fn rule(mut self, rule: &'static str) -> Self {
-        self.rules.push(rule);
-        self
-    }
-
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
     }
@@ -151,8 +146,9 @@ impl Permitted {
     pub fn effects(&self) -> &[Effect] {
         &self.effects
     }
-    pub fn rules(&self) -> &[&'static str] {
-        &self.rules
+    /// The ids of the rules that rewrote this request.
+    pub fn rules(&self) -> Vec<&'static str> {
+        self.rewrites.iter().map(|w| w.rule).collect()
     }
 }
 
@@ -166,11 +162,7 @@ pub enum Verdict {
 impl Verdict {
     pub fn rule_ids(&self) -> Vec<&'static str> {
         match self {
-            Verdict::Allow(p) => {
-                let mut r: Vec<&'static str> = p.rules.clone();
-                r.extend(p.rewrites.iter().map(|w| w.rule));
-                r
-            }
+            Verdict::Allow(p) => p.rules(),
             Verdict::Deny(d) => vec![d.rule],
         }
     }

@@ -1,12 +1,14 @@
 //! Gathers the facts the policy asked for: host-path resolutions and daemon look-ups.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use http_body_util::BodyExt;
 
 use super::body;
 use super::upstream::{self, Upstream};
 use crate::api::json::{self, Json};
+use crate::hostfs::PinStore;
 use crate::policy::facts::{ContainerFact, Facts, ImageFact, NetworkFact, VolumeFact};
 use crate::policy::FactQuery;
 
@@ -49,18 +51,29 @@ fn text(o: Option<&json::Object>, field: &str) -> String {
     o.and_then(|o| o.str(field).ok().flatten()).unwrap_or_default().to_owned()
 }
 
-/// Gathers every queried fact into `facts`.
-pub async fn gather(up: &Upstream, qs: Vec<FactQuery>, facts: &mut Facts) -> Result<(), FactError> {
+/// Gathers every queried fact into `facts`. With a pin store, each host path inside the
+/// workspace is also pinned (the descriptor checked is the one mounted); the caller releases
+/// the pins in `facts.pins` that the permitted request does not use.
+pub async fn gather(up: &Upstream, pins: Option<&Arc<PinStore>>, qs: Vec<FactQuery>, facts: &mut Facts) -> Result<(), FactError> {
     for q in qs {
         match q {
             FactQuery::HostPath(p) => {
+                if facts.host_paths.contains_key(&p) {
+                    continue;
+                }
                 let ws = facts.env.workspace.clone();
                 let mut sockets = facts.env.daemon_sockets.clone();
                 sockets.push(facts.env.proxy_socket.clone());
-                let p2 = p.clone();
-                let fact = tokio::task::spawn_blocking(move || crate::hostfs::resolve(Path::new(&ws), &p2, &sockets))
-                    .await
-                    .map_err(|e| FactError::Daemon { what: p.clone(), reason: e.to_string() })?;
+                let (p2, store) = (p.clone(), pins.cloned());
+                let (fact, pin) = tokio::task::spawn_blocking(move || match store {
+                    Some(s) => s.pin(&p2, &sockets),
+                    None => (crate::hostfs::resolve(Path::new(&ws), &p2, &sockets), None),
+                })
+                .await
+                .map_err(|e| FactError::Daemon { what: p.clone(), reason: e.to_string() })?;
+                if let Some(pin) = pin {
+                    facts.pins.insert(crate::hostfs::clean(&p), pin);
+                }
                 facts.host_paths.insert(p, fact);
             }
             FactQuery::Container(r) => {
@@ -108,6 +121,14 @@ pub async fn gather(up: &Upstream, qs: Vec<FactQuery>, facts: &mut Facts) -> Res
                     _ => return Err(FactError::Daemon { what: "container count".into(), reason: "unexpected answer".into() }),
                 };
                 facts.container_count = Some(n);
+            }
+            // Surface issue: the host's routes, for network subnets.
+            FactQuery::HostRoutes => {
+                let routes = tokio::task::spawn_blocking(crate::hostnet::routes)
+                    .await
+                    .map_err(|e| FactError::Daemon { what: "host routes".into(), reason: e.to_string() })?
+                    .map_err(|e| FactError::Daemon { what: "host routes".into(), reason: e.to_string() })?;
+                facts.host_routes = Some(routes);
             }
         }
     }

@@ -145,6 +145,12 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Pee
         // rather than relay a stream the client would misread. Every Docker client sends it.
         return Err(ProxyError::BadRequest("attach and exec start need an `Upgrade: tcp` header".into()));
     }
+    // Surface issue: a refused BuildKit build ends its session; a session tunnel can be ended.
+    let build_session = (route.endpoint == Endpoint::Build).then(|| query.get("session").map(str::to_owned)).flatten();
+    let session = (route.endpoint == Endpoint::Session)
+        .then(|| parts.headers.get("x-docker-expose-session-uuid").and_then(|v| v.to_str().ok()).map(str::to_owned))
+        .flatten()
+        .map(|id| (shared.sessions.handle(&id), id));
     let pre = policy::Request {
         method: parts.method.to_string(),
         route: route.clone(),
@@ -152,13 +158,15 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Pee
         body: None,
         has_body: !raw_body.is_empty(),
     };
-    let verdict = match decoded {
-        Some(Err(e)) => Verdict::Deny(Denial::from(e)),
+    let (verdict, made) = match decoded {
+        Some(Err(e)) => (Verdict::Deny(Denial::from(e)), Default::default()),
         other => {
             let preq = policy::Request { body: other.and_then(Result::ok), ..pre };
             decide_with_facts(&shared, &preq).await?
         }
     };
+    // Pins the decision does not use (all of them on a denial) are released here.
+    let pinned = super::pins::keep_used(&shared, &verdict, made);
     let permitted = match verdict {
         Verdict::Allow(ref p) => {
             audit.log(Some(&route), "allow", Some(&verdict));
@@ -171,6 +179,14 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Pee
             None
         }
         Verdict::Deny(d) => {
+            // Surface issue: keep reading an unread streaming body (a build context) while the
+            // refusal goes out, so the client sees the 403 rather than a broken pipe.
+            if let Some(s) = stream_body.take() {
+                tokio::spawn(drain(s));
+            }
+            if let Some(id) = &build_session {
+                shared.sessions.end(id);
+            }
             audit.log(Some(&route), "deny", Some(&Verdict::Deny(d.clone())));
             tracing::info!(rule.id = d.rule, docker.endpoint = %route.endpoint.name(), http.method = %audit.method, http.path = %audit.path, "denied: {}", d.message);
             return Err(d.into());
@@ -182,7 +198,23 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Pee
         (None, None) => body::full(raw_body),
     };
     let query = permitted.as_ref().and_then(|p| p.query()).map(Query::encode);
-    forward(&shared, parts, query, fwd_body, upgrade).await
+    let resp = forward(&shared, parts, query, fwd_body, upgrade, session).await;
+    super::pins::after_create(&shared, pinned, resp).await
+}
+
+/// Reads and discards a refused request's body, up to a cap, then drops the connection's body.
+async fn drain(mut b: Incoming) {
+    const CAP: usize = 64 << 20;
+    let mut seen = 0usize;
+    let read = async {
+        while let Some(Ok(frame)) = b.frame().await {
+            seen += frame.data_ref().map_or(0, |d| d.len());
+            if seen > CAP {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(30), read).await;
 }
 
 /// `POST /exec/{id}/start` with `"Detach": true` answers a plain 200 and never hijacks.
@@ -191,16 +223,18 @@ fn is_detached_exec(e: &Endpoint, body: Option<&Result<json::Json, json::DecodeE
     matches!(e, Endpoint::ExecStart(_)) && o.bool("Detach") == Ok(Some(true))
 }
 
-async fn decide_with_facts(shared: &Shared, req: &policy::Request) -> Result<Verdict, ProxyError> {
+async fn decide_with_facts(shared: &Shared, req: &policy::Request) -> Result<(Verdict, super::pins::Made), ProxyError> {
     let qs = match policy::needs(req, &shared.policy) {
         Ok(q) => q,
-        Err(d) => return Ok(Verdict::Deny(d)),
+        Err(d) => return Ok((Verdict::Deny(d), Default::default())),
     };
     let mut facts = Facts { env: shared.env.clone(), ..Facts::default() };
-    super::facts::gather(&shared.upstream, qs, &mut facts)
-        .await
-        .map_err(|e| ProxyError::Upstream { socket: shared.upstream_path.clone(), reason: e.to_string() })?;
-    Ok(policy::decide(req, &facts, &shared.policy))
+    if let Err(e) = super::facts::gather(&shared.upstream, shared.pins.as_ref(), qs, &mut facts).await {
+        super::pins::release(shared, &facts.pins);
+        return Err(ProxyError::Upstream { socket: shared.upstream_path.clone(), reason: e.to_string() });
+    }
+    let verdict = policy::decide(req, &facts, &shared.policy);
+    Ok((verdict, std::mem::take(&mut facts.pins)))
 }
 
 fn forward_headers(src: &HeaderMap, upgrade: bool) -> HeaderMap {
@@ -226,6 +260,7 @@ async fn forward(
     query: Option<String>,
     fwd_body: ProxyBody,
     upgrade: Option<hyper::upgrade::OnUpgrade>,
+    session: Option<(Arc<tokio::sync::Notify>, String)>,
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let pq = match query.as_deref().or(parts.uri.query()) {
         Some(q) if !q.is_empty() => format!("{}?{}", parts.uri.path(), q),
@@ -246,10 +281,23 @@ async fn forward(
             return Err(ProxyError::Internal("daemon switched protocols on a non-hijack endpoint".into()));
         };
         let daemon_up = hyper::upgrade::on(&mut resp);
+        let sessions = shared.sessions.clone();
         tokio::spawn(async move {
-            match (client_up.await, daemon_up.await) {
-                (Ok(c), Ok(d)) => super::tunnel::relay(c, d).await,
-                (c, d) => tracing::debug!(client = ?c.err(), daemon = ?d.err(), "upgrade failed"),
+            let relay = async {
+                match (client_up.await, daemon_up.await) {
+                    (Ok(c), Ok(d)) => super::tunnel::relay(c, d).await,
+                    (c, d) => tracing::debug!(client = ?c.err(), daemon = ?d.err(), "upgrade failed"),
+                }
+            };
+            match session {
+                None => relay.await,
+                Some((end, id)) => {
+                    tokio::select! {
+                        () = relay => {},
+                        () = end.notified() => tracing::info!(buildkit.session = %id, "session ended: its build was refused"),
+                    }
+                    sessions.forget(&id);
+                }
             }
         });
         let (p, _) = resp.into_parts();

@@ -8,7 +8,9 @@ pub mod facts;
 pub mod framing;
 pub mod handler;
 pub mod memory;
+pub mod pins;
 pub mod server;
+pub mod sessions;
 pub mod tunnel;
 pub mod upstream;
 

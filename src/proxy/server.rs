@@ -29,6 +29,11 @@ pub struct Shared {
     pub env: Environment,
     /// Serialises count-and-create so concurrent creates cannot overshoot the container cap.
     pub create_lock: tokio::sync::Mutex<()>,
+    /// BuildKit sessions a refused build must end (surface issue; see `sessions`).
+    pub sessions: Arc<super::sessions::Sessions>,
+    /// Where checked bind sources are pinned; `None` means binds beneath the workspace are
+    /// refused (`container.bind.pin_failed`).
+    pub pins: Option<Arc<crate::hostfs::PinStore>>,
 }
 
 /// Per-connection facts the handler needs.

@@ -77,3 +77,27 @@ fn rejects_fold_equal_duplicates_in_large_objects() {
         }
     }
 }
+
+/// Found by tests/go_differential.rs: Go reads `"Memory": -0` as 0, serde_json hands us -0.0.
+/// We refuse it (never a wrong value), since `-0.0` — which Go refuses — looks the same.
+#[test]
+fn differential_negative_zero_integer_is_refused() {
+    let o = obj(r#"{"Memory": -0, "Zero": 0, "Neg": -1, "NegFloatZero": -0.0}"#);
+    assert!(o.int("Memory").is_err());
+    assert!(o.int("NegFloatZero").is_err());
+    assert_eq!(o.int("Zero"), Ok(Some(0)));
+    assert_eq!(o.int("Neg"), Ok(Some(-1)));
+}
+
+/// Found by tests/prop_parsers.rs (canonical_bytes_parse_back_to_the_same_value): without
+/// serde_json's `float_roundtrip`, `-132849664048.86275` came back one ulp off, so the body
+/// the proxy forwards would not carry the client's number (Go parses floats exactly).
+#[test]
+fn differential_canonical_bytes_keep_floats_exact() {
+    for text in ["-132849664048.86275", "0.1", "1e-7", "123456789.12345679", "5e-324"] {
+        let v = parse(text.as_bytes()).expect("valid");
+        let expect: f64 = text.parse().expect("float");
+        assert_eq!(v, Json::Number(serde_json::Number::from_f64(expect).expect("finite")), "{text}");
+        assert_eq!(parse(&v.to_bytes()), Ok(v));
+    }
+}

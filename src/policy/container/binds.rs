@@ -86,7 +86,10 @@ pub(super) fn judge_source(raw: &str, ctx: &Ctx<'_>) -> Result<Source, Denial> {
     if ctx.mode == Mode::Stored {
         let ws = &ctx.facts.env.workspace;
         let inside = !ws.is_empty() && (path == *ws || path.starts_with(&format!("{}/", ws.trim_end_matches('/'))));
-        return match (path == ctx.facts.env.proxy_socket, inside) {
+        // A container made through the proxy stores its binds as pins (docs/binds.md).
+        let pins = &ctx.facts.env.pin_dir;
+        let pinned = !pins.is_empty() && path.starts_with(&format!("{}/", pins.trim_end_matches('/')));
+        return match (path == ctx.facts.env.proxy_socket, inside || pinned) {
             (true, _) => Ok(Source::DockerSocket),
             (false, true) => Ok(Source::Workspace(path)),
             _ => Err(Denial::new("container.bind.outside", format!("it binds {} from outside the workspace", shown()))),

@@ -1,0 +1,371 @@
+//! `dockwarden serve` (the workspace service) and `dockwarden ws` (its client): clap types
+//! and handlers only; the logic lives in `crate::workspace`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use crate::workspace::client::calls::FileCall;
+use crate::workspace::client::{Client, ClientError};
+use crate::workspace::daemon;
+use crate::workspace::model::DEFAULT_IDLE_TIMEOUT_SECS;
+
+/// Flags of `dockwarden serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Unix socket to serve the API on; its permissions are the authorization.
+    #[arg(long, env = "DOCKWARDEN_WS_SOCKET")]
+    pub socket: PathBuf,
+    /// Directory for the database, worktrees and snapshots.
+    #[arg(long)]
+    pub state_dir: PathBuf,
+    /// Socket permissions, in octal.
+    #[arg(long, default_value = "660")]
+    pub socket_mode: String,
+    /// First uid/gid given to workspaces.
+    #[arg(long, default_value_t = 20000)]
+    pub uid_base: u32,
+    /// How many uids the service may hand out.
+    #[arg(long, default_value_t = 10000)]
+    pub uid_count: u32,
+    /// Default idle timeout of a workspace, in seconds.
+    #[arg(long, default_value_t = DEFAULT_IDLE_TIMEOUT_SECS)]
+    pub idle_timeout: u64,
+    /// How often idle stop and baseline refresh run, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub tick_ms: u64,
+    /// Age after which a baseline snapshot of an active workspace is refreshed, in seconds.
+    #[arg(long, default_value_t = 600)]
+    pub baseline_stale_after: u64,
+    /// Snapshots kept per workspace; older ones are pruned (a few at a time).
+    #[arg(long, default_value_t = 20)]
+    pub keep_snapshots: usize,
+}
+
+/// Runs the workspace service until SIGINT or SIGTERM.
+pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let socket_mode = u32::from_str_radix(&args.socket_mode, 8)
+        .with_context(|| format!("socket mode `{}` is not octal", args.socket_mode))?;
+    let mut config = daemon::config(args.state_dir.clone());
+    config.uid_base = args.uid_base;
+    config.uid_count = args.uid_count;
+    config.default_idle_timeout = Duration::from_secs(args.idle_timeout);
+    config.tick = Duration::from_millis(args.tick_ms.max(10));
+    config.baseline_stale_after = Duration::from_secs(args.baseline_stale_after);
+    config.keep_snapshots = args.keep_snapshots;
+    let opts = daemon::DaemonOptions {
+        socket: args.socket,
+        socket_mode,
+        config,
+    };
+    daemon::run(opts, daemon::shutdown_signal())
+        .await
+        .with_context(|| format!("workspace service on `{}`", args.state_dir.display()))
+}
+
+/// Flags of `dockwarden ws`.
+#[derive(Debug, clap::Args)]
+pub struct WsArgs {
+    /// Socket of the workspace service.
+    #[arg(
+        long,
+        env = "DOCKWARDEN_WS_SOCKET",
+        default_value = "/run/dockwarden/ws.sock"
+    )]
+    pub socket: PathBuf,
+    /// Print JSON instead of human output.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: WsCommand,
+}
+
+/// `dockwarden ws` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum WsCommand {
+    /// Create a workspace (or return the existing one with `--id`).
+    Create(CreateArgs),
+    /// Run a shell command in a workspace; exits with its exit code.
+    Exec {
+        /// Workspace id.
+        id: String,
+        /// Time limit in seconds; a timed-out command exits 124.
+        #[arg(long)]
+        timeout: Option<f64>,
+        /// Extra environment for this command, `KEY=VALUE`.
+        #[arg(long = "env", value_parser = parse_kv)]
+        env: Vec<(String, String)>,
+        /// The command, run by `/bin/sh -c` (words are joined with spaces).
+        #[arg(trailing_var_arg = true, required = true)]
+        command: Vec<String>,
+    },
+    /// File operations on a workspace's worktree.
+    Files {
+        /// Workspace id.
+        id: String,
+        #[command(subcommand)]
+        op: FilesCommand,
+    },
+    /// Take a snapshot now.
+    Snapshot { id: String },
+    /// List a workspace's snapshots.
+    Snapshots { id: String },
+    /// Snapshot and stop a workspace (its snapshots are kept).
+    Kill { id: String },
+    /// Start a stopped workspace, restoring it if its worktree is gone.
+    Connect { id: String },
+    /// Show one workspace.
+    Info { id: String },
+    /// List workspaces, optionally those whose metadata includes every `--meta` pair.
+    List {
+        #[arg(long = "meta", value_parser = parse_kv)]
+        meta: Vec<(String, String)>,
+    },
+    /// Delete a workspace, or every workspace matching `--meta`, with their snapshots.
+    Delete {
+        id: Option<String>,
+        #[arg(long = "meta", value_parser = parse_kv, conflicts_with = "id")]
+        meta: Vec<(String, String)>,
+    },
+}
+
+/// Flags of `dockwarden ws create`.
+#[derive(Debug, clap::Args)]
+pub struct CreateArgs {
+    /// Workspace id; creating an existing id returns that workspace.
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Metadata pair, `KEY=VALUE` (repeatable).
+    #[arg(long = "meta", value_parser = parse_kv)]
+    pub meta: Vec<(String, String)>,
+    /// Environment variable for every command, `KEY=VALUE` (repeatable).
+    #[arg(long = "env", value_parser = parse_kv)]
+    pub env: Vec<(String, String)>,
+    /// A secret, `KEY=VALUE`: injected as env, never printed back.
+    #[arg(long = "secret", value_parser = parse_kv)]
+    pub secret: Vec<(String, String)>,
+    /// Git repository (local path or URL) to clone into the worktree.
+    #[arg(long, conflicts_with = "from")]
+    pub repo: Option<String>,
+    /// Branch, tag or commit to check out.
+    #[arg(long, requires = "repo")]
+    pub rev: Option<String>,
+    /// Fork: start from this snapshot.
+    #[arg(long)]
+    pub from: Option<String>,
+    /// With `--from`, start from the parent workspace's metadata.
+    #[arg(long, requires = "from")]
+    pub inherit_metadata: bool,
+    /// Idle timeout in seconds.
+    #[arg(long)]
+    pub idle_timeout: Option<u64>,
+}
+
+/// `dockwarden ws files` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum FilesCommand {
+    /// Print a file (at most 2 MiB).
+    Read { path: String },
+    /// Write a file atomically from `--content` or standard input (at most 2 MiB).
+    Write {
+        path: String,
+        #[arg(long)]
+        content: Option<String>,
+    },
+    /// List a directory (default: the worktree root).
+    List {
+        #[arg(default_value = "")]
+        path: String,
+    },
+    /// Print whether a path exists.
+    Exists { path: String },
+    /// Show kind, size, mode and modification time of a path.
+    Info { path: String },
+    /// Create a directory (`-p`: with its parents, no error if it exists).
+    Mkdir {
+        path: String,
+        #[arg(short, long)]
+        parents: bool,
+    },
+    /// Rename or move a path.
+    Rename { from: String, to: String },
+    /// Copy a regular file.
+    Copy { from: String, to: String },
+    /// Remove a file or (with `-r`) a directory tree.
+    Rm {
+        path: String,
+        #[arg(short, long)]
+        recursive: bool,
+    },
+}
+
+fn parse_kv(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("`{s}` is not KEY=VALUE"))
+}
+
+fn map(pairs: &[(String, String)]) -> BTreeMap<String, String> {
+    pairs.iter().cloned().collect()
+}
+
+/// Runs a `dockwarden ws` command. Service errors print `error: <message> (<code>)` and
+/// exit with status 1; `exec` exits with the command's own exit code.
+pub async fn ws(args: WsArgs) -> anyhow::Result<()> {
+    match run_ws(args).await {
+        Err(e) => match e.downcast_ref::<ClientError>() {
+            Some(ce) => {
+                eprintln!("error: {ce}");
+                std::process::exit(1);
+            }
+            None => Err(e),
+        },
+        ok => ok,
+    }
+}
+
+async fn run_ws(args: WsArgs) -> anyhow::Result<()> {
+    let c = Client::new(&args.socket);
+    let out = match args.command {
+        WsCommand::Create(a) => create(&c, a, args.json).await?,
+        WsCommand::Exec {
+            id,
+            timeout,
+            env,
+            command,
+        } => {
+            return exec(&c, &id, timeout, &env, &command.join(" "), args.json).await;
+        }
+        WsCommand::Files { id, op } => return files(&c, &id, op, args.json).await,
+        WsCommand::Snapshot { id } => long_op(&c, &id, "snapshot", args.json).await?,
+        WsCommand::Kill { id } => long_op(&c, &id, "kill", args.json).await?,
+        WsCommand::Connect { id } => long_op(&c, &id, "connect", args.json).await?,
+        WsCommand::Snapshots { id } => c.snapshots(&id).await?,
+        WsCommand::Info { id } => c.info(&id).await?,
+        WsCommand::List { meta } => c.list(&meta).await?,
+        WsCommand::Delete { id: Some(id), .. } => c.delete(&id).await?,
+        WsCommand::Delete { id: None, meta } => {
+            if meta.is_empty() {
+                bail!("give a workspace id or at least one `--meta KEY=VALUE`");
+            }
+            c.delete_matching(&meta).await?
+        }
+    };
+    print_value(&out, args.json);
+    Ok(())
+}
+
+async fn create(c: &Client, a: CreateArgs, as_json: bool) -> anyhow::Result<Value> {
+    let body = json!({
+        "id": a.id, "metadata": map(&a.meta), "env": map(&a.env), "secrets": map(&a.secret),
+        "repo": a.repo, "revision": a.rev, "from": a.from,
+        "inherit_parent_metadata": a.inherit_metadata, "idle_timeout_secs": a.idle_timeout,
+    });
+    if as_json {
+        return Ok(c.create(body).await?);
+    }
+    eprintln!("creating workspace…");
+    let created = c
+        .create_streaming(body, |ev| show_progress("restore", ev))
+        .await?;
+    eprintln!();
+    Ok(created)
+}
+
+async fn exec(
+    c: &Client,
+    id: &str,
+    timeout: Option<f64>,
+    env: &[(String, String)],
+    cmd: &str,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let timeout_ms = timeout.map(|t| (t * 1000.0) as u64);
+    let body = json!({ "cmd": cmd, "timeout_ms": timeout_ms, "env": map(env) });
+    if as_json {
+        print_value(&c.exec(id, body).await?, true);
+        return Ok(());
+    }
+    let r = c
+        .exec_streaming(id, body, |stream, data| {
+            if stream == "stderr" {
+                eprint!("{data}");
+            } else {
+                print!("{data}");
+                let _ = std::io::stdout().flush();
+            }
+        })
+        .await?;
+    if r["timed_out"] == true {
+        eprintln!("dockwarden: command timed out; its process group was killed (exit 124)");
+    }
+    let _ = std::io::stdout().flush();
+    std::process::exit(r["exit_code"].as_i64().unwrap_or(1) as i32);
+}
+
+async fn long_op(c: &Client, id: &str, verb: &str, as_json: bool) -> anyhow::Result<Value> {
+    let r = c
+        .long_op(id, verb, |ev| {
+            if !as_json {
+                show_progress(verb, ev);
+            }
+        })
+        .await?;
+    if !as_json {
+        eprintln!();
+    }
+    Ok(r)
+}
+
+async fn files(c: &Client, id: &str, op: FilesCommand, as_json: bool) -> anyhow::Result<()> {
+    let call = match op {
+        FilesCommand::Read { path } => {
+            std::io::stdout().write_all(&c.read_file(id, &path).await?)?;
+            return Ok(());
+        }
+        FilesCommand::Write { path, content } => {
+            let data = match content {
+                Some(text) => text.into_bytes(),
+                None => {
+                    let mut buf = Vec::new();
+                    std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)?;
+                    buf
+                }
+            };
+            return Ok(c.write_file(id, &path, data).await?);
+        }
+        FilesCommand::List { path } => FileCall::List { path },
+        FilesCommand::Exists { path } => FileCall::Exists { path },
+        FilesCommand::Info { path } => FileCall::Info { path },
+        FilesCommand::Mkdir { path, parents } => FileCall::Mkdir { path, parents },
+        FilesCommand::Rename { from, to } => FileCall::Rename { from, to },
+        FilesCommand::Copy { from, to } => FileCall::Copy { from, to },
+        FilesCommand::Rm { path, recursive } => FileCall::Remove { path, recursive },
+    };
+    print_value(&c.file_call(id, &call).await?, as_json);
+    Ok(())
+}
+
+fn show_progress(verb: &str, ev: &Value) {
+    let p = &ev["progress"];
+    eprint!("\r{verb}: {} files, {} bytes", p["files"], p["bytes"]);
+}
+
+/// Human output: tables for lists, short lines for known shapes, JSON otherwise.
+fn print_value(v: &Value, as_json: bool) {
+    if as_json {
+        println!("{v}");
+        return;
+    }
+    print!("{}", crate::workspace::human::render(v));
+}

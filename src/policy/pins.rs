@@ -1,0 +1,234 @@
+//! Bind sources go to the daemon as pins. Each absolute bind source beneath the workspace is
+//! replaced by the root-only pin the proxy mounted for it while gathering facts (see
+//! `crate::hostfs::pins`), so the daemon mounts the inode that was checked, whatever the
+//! workspace path points at later. Pure: the pins arrive in [`Facts::pins`].
+//!
+//! INVARIANT: an allowed create never carries a bind source beneath the workspace that is
+//! not a pin; if one cannot be pinned, the request is refused.
+
+use std::collections::BTreeSet;
+
+use super::catalogue::Rule;
+use super::{Denial, Effect, FactQuery, Facts, Permitted, Request};
+use crate::api::json::{Json, Object};
+use crate::hostfs::clean;
+
+pub const RULES: &[Rule] = &[
+    Rule {
+        id: "container.bind.pin",
+        rationale: "a bind source is replaced by a root-only pin of the checked directory or file, so swapping the workspace path for a symlink later changes nothing",
+        hint: "",
+    },
+    Rule {
+        id: "container.bind.pin_failed",
+        rationale: "a bind source beneath the workspace that cannot be pinned (missing, through a symlink, not a file or directory, or the mount failed) is refused rather than passed on unpinned",
+        hint: "bind an existing directory or file of the workspace, reached without symlinks",
+    },
+];
+
+/// Every location a create body can carry binds in: `HostConfig`, and the top level (daemons
+/// up to 26.x read HostConfig fields there when `HostConfig` is absent or null).
+const SCOPES: [Option<&str>; 2] = [Some("HostConfig"), None];
+
+/// The host-path facts (and so the pins) a create needs: every absolute bind source.
+pub fn needs(req: &Request) -> Vec<FactQuery> {
+    let mut out = BTreeSet::new();
+    if let Some(Json::Object(body)) = &req.body {
+        visit(&mut body.clone(), &mut |src| {
+            out.insert(clean(src));
+            None
+        });
+    }
+    out.into_iter().map(FactQuery::HostPath).collect()
+}
+
+/// Replaces every bind source beneath the workspace (and every source the container rules
+/// asked to pin) with its pin, and records one `PinBindSource` effect per pinned source so
+/// the proxy knows which pins the forwarded request uses. Must be the last body rewrite.
+pub fn apply(req: &Request, facts: &Facts, p: Permitted) -> Result<Permitted, Denial> {
+    let Some(Json::Object(mut body)) = p.body().cloned().or_else(|| req.body.clone()) else {
+        return Ok(p);
+    };
+    let asked: BTreeSet<String> = p
+        .effects()
+        .iter()
+        .map(|e| match e {
+            Effect::PinBindSource { host_path } => clean(host_path),
+        })
+        .collect();
+    let ws = facts.env.workspace.trim_end_matches('/');
+    let env = &facts.env;
+    // The proxy's own socket (which Docker-socket binds are rewritten to) is never pinned.
+    let socket = |k: &str| k == env.proxy_socket || env.daemon_sockets.iter().any(|s| clean(s) == k);
+    let beneath = |k: &str| !socket(k) && !ws.is_empty() && (k == ws || k.strip_prefix(ws).is_some_and(|r| r.starts_with('/')));
+    let mut pinned: Vec<(String, String)> = Vec::new();
+    let mut failed: Option<String> = None;
+    visit(&mut body, &mut |src| {
+        let key = clean(src);
+        if !(asked.contains(&key) || beneath(&key)) {
+            return None;
+        }
+        match facts.pins.get(&key) {
+            Some(pin) => {
+                pinned.push((key, pin.clone()));
+                Some(pin.clone())
+            }
+            None => {
+                failed.get_or_insert_with(|| src.to_owned());
+                None
+            }
+        }
+    });
+    if let Some(src) = failed {
+        return Err(Denial::new("container.bind.pin_failed", format!("bind source `{src}` could not be pinned")));
+    }
+    if pinned.is_empty() {
+        return Ok(p);
+    }
+    let mut p = p.with_body(Json::Object(body));
+    pinned.sort();
+    pinned.dedup();
+    for (src, pin) in pinned {
+        if !asked.contains(&src) {
+            p = p.effect(Effect::PinBindSource { host_path: src.clone() });
+        }
+        p = p.rewrite("container.bind.pin", format!("`{src}` → `{pin}`"));
+    }
+    Ok(p)
+}
+
+/// Calls `f` on each absolute bind source; when it returns a replacement, substitutes it.
+fn visit(body: &mut Object, f: &mut dyn FnMut(&str) -> Option<String>) {
+    for scope in SCOPES {
+        let obj = match scope {
+            Some(k) => match body.get(k) {
+                Some(Json::Object(o)) => {
+                    let mut o = o.clone();
+                    visit_scope(&mut o, f);
+                    body.set(k, Json::Object(o));
+                    continue;
+                }
+                _ => continue,
+            },
+            None => &mut *body,
+        };
+        visit_scope(obj, f);
+    }
+}
+
+fn visit_scope(hc: &mut Object, f: &mut dyn FnMut(&str) -> Option<String>) {
+    if let Some(Json::Array(binds)) = hc.get("Binds") {
+        let new: Vec<Json> = binds.iter().map(|b| rewrite_bind(b, f)).collect();
+        hc.set("Binds", Json::Array(new));
+    }
+    if let Some(Json::Array(mounts)) = hc.get("Mounts") {
+        let new: Vec<Json> = mounts.iter().map(|m| rewrite_mount(m, f)).collect();
+        hc.set("Mounts", Json::Array(new));
+    }
+}
+
+/// `src:dst[:mode]`, split like the daemon (`strings.SplitN(spec, ":", 4)`); an absolute
+/// `src` is a host bind.
+fn rewrite_bind(b: &Json, f: &mut dyn FnMut(&str) -> Option<String>) -> Json {
+    let Json::String(spec) = b else { return b.clone() };
+    let parts: Vec<&str> = spec.splitn(4, ':').collect();
+    if !(2..=3).contains(&parts.len()) || !parts[0].starts_with('/') {
+        return b.clone();
+    }
+    match f(parts[0]) {
+        Some(pin) => Json::String(std::iter::once(pin.as_str()).chain(parts[1..].iter().copied()).collect::<Vec<_>>().join(":")),
+        None => b.clone(),
+    }
+}
+
+fn rewrite_mount(m: &Json, f: &mut dyn FnMut(&str) -> Option<String>) -> Json {
+    let Json::Object(o) = m else { return m.clone() };
+    let is_bind = matches!(o.get("Type"), Some(Json::String(t)) if t == "bind");
+    let src = match o.get("Source") {
+        Some(Json::String(s)) if is_bind && s.starts_with('/') => s.clone(),
+        _ => return m.clone(),
+    };
+    match f(&src) {
+        Some(pin) => {
+            let mut o = o.clone();
+            o.set("Source", Json::String(pin));
+            Json::Object(o)
+        }
+        None => m.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::query::Query;
+    use crate::api::route::{Endpoint, Route};
+
+    fn req(body: &str) -> Request {
+        Request {
+            method: "POST".into(),
+            route: Route { endpoint: Endpoint::ContainerCreate, version: None },
+            query: Query::parse(None).expect("query"),
+            body: Some(crate::api::json::parse(body.as_bytes()).expect("json")),
+            has_body: true,
+        }
+    }
+
+    fn facts(pins: &[(&str, &str)]) -> Facts {
+        let mut f = Facts::default();
+        f.env.workspace = "/ws".into();
+        f.pins = pins.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        f
+    }
+
+    fn forwarded(p: &Permitted) -> String {
+        String::from_utf8(p.body().expect("rewritten body").to_bytes()).expect("utf8")
+    }
+
+    #[test]
+    fn binds_and_mounts_in_every_scope_are_replaced_by_their_pins() {
+        let r = req(r#"{"Binds":["/ws/a:/x"],"HostConfig":{"Binds":["/ws/./a:/d:ro,z","vol:/v","/outside:/o"],"Mounts":[{"Type":"bind","Source":"/ws/f","Target":"/f"},{"Type":"volume","Source":"/ws/f","Target":"/g"}]}}"#);
+        let f = facts(&[("/ws/a", "/pins/1"), ("/ws/f", "/pins/2")]);
+        assert_eq!(needs(&r), vec![FactQuery::HostPath("/outside".into()), FactQuery::HostPath("/ws/a".into()), FactQuery::HostPath("/ws/f".into())]);
+        let p = apply(&r, &f, Permitted::allow(&r)).expect("allowed");
+        let out = forwarded(&p);
+        assert!(out.contains(r#""Binds":["/pins/1:/x"]"#), "{out}");
+        assert!(out.contains(r#""Binds":["/pins/1:/d:ro,z","vol:/v","/outside:/o"]"#), "{out}");
+        assert!(out.contains(r#"{"Type":"bind","Source":"/pins/2","Target":"/f"}"#), "{out}");
+        assert!(out.contains(r#"{"Type":"volume","Source":"/ws/f","Target":"/g"}"#), "{out}");
+        assert_eq!(p.effects().len(), 2);
+        assert!(p.rewrites().iter().all(|w| w.rule == "container.bind.pin"));
+    }
+
+    #[test]
+    fn a_workspace_bind_without_a_pin_is_refused() {
+        let r = req(r#"{"HostConfig":{"Binds":["/ws/link/etc:/d"]}}"#);
+        let d = apply(&r, &facts(&[]), Permitted::allow(&r)).expect_err("refused");
+        assert_eq!(d.rule, "container.bind.pin_failed");
+        let r = req(r#"{"HostConfig":{"Mounts":[{"Type":"bind","Source":"/ws","Target":"/w"}]}}"#);
+        assert!(apply(&r, &facts(&[]), Permitted::allow(&r)).is_err());
+    }
+
+    #[test]
+    fn a_source_the_container_rules_asked_to_pin_must_have_a_pin() {
+        let r = req(r#"{"HostConfig":{"Binds":["/elsewhere:/d"]}}"#);
+        let p = Permitted::allow(&r).effect(Effect::PinBindSource { host_path: "/elsewhere".into() });
+        assert_eq!(apply(&r, &facts(&[]), p).expect_err("refused").rule, "container.bind.pin_failed");
+    }
+
+    #[test]
+    fn the_proxy_socket_is_not_pinned_even_inside_the_workspace() {
+        let r = req(r#"{"HostConfig":{"Binds":["/ws/docker.sock:/var/run/docker.sock"]}}"#);
+        let mut f = facts(&[]);
+        f.env.proxy_socket = "/ws/docker.sock".into();
+        let p = apply(&r, &f, Permitted::allow(&r)).expect("allowed");
+        assert!(p.body().is_none());
+    }
+
+    #[test]
+    fn bodies_without_workspace_binds_are_left_alone() {
+        let r = req(r#"{"Image":"x","HostConfig":{"Binds":["/outside:/o","named:/n"]}}"#);
+        let p = apply(&r, &facts(&[]), Permitted::allow(&r)).expect("allowed");
+        assert!(p.body().is_none() && p.effects().is_empty());
+    }
+}

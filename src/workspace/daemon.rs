@@ -1,0 +1,90 @@
+//! Wiring of the service: state directory, store, snapshot store, runtime, recovery, the
+//! API on its socket and the upkeep loop, run until `shutdown` resolves.
+
+use std::future::Future;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::{info, warn};
+
+use crate::workspace::error::{WsError, WsResult};
+use crate::workspace::runtime::{LocalRuntime, Runtime};
+use crate::workspace::snapshot::LocalSnapshotStore;
+use crate::workspace::store::Store;
+use crate::workspace::{Config, Service, api};
+
+/// What `dockwarden serve` configures.
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    pub socket: PathBuf,
+    pub socket_mode: u32,
+    pub config: Config,
+}
+
+/// Opens the state under `cfg.state_dir` and builds the service with the local seams.
+pub fn open_service(cfg: Config) -> WsResult<Arc<Service>> {
+    // Workspace users must traverse to their own worktree, but list nothing on the way.
+    for dir in [cfg.state_dir.clone(), cfg.state_dir.join("workspaces")] {
+        std::fs::create_dir_all(&dir).map_err(|e| WsError::io(&dir, e))?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))
+            .map_err(|e| WsError::io(&dir, e))?;
+    }
+    let store = Store::open(&cfg.state_dir.join("state.db"))?;
+    let snapshots = LocalSnapshotStore::open(&cfg.state_dir.join("snapshots"))?;
+    let runtime = LocalRuntime::new();
+    if !runtime.isolates_users() {
+        warn!("not running as root: workspace commands run as this user, not per-workspace uids");
+    }
+    Ok(Arc::new(Service::new(
+        cfg,
+        store,
+        Arc::new(snapshots),
+        Arc::new(runtime),
+    )))
+}
+
+/// Recovers state, then serves the API until `shutdown` resolves.
+pub async fn run(opts: DaemonOptions, shutdown: impl Future<Output = ()>) -> WsResult<()> {
+    let svc = open_service(opts.config)?;
+    // INVARIANT: recovery finishes before the socket accepts a request.
+    svc.recover_on_start().await?;
+    let listener = api::bind(&opts.socket, opts.socket_mode)?;
+    info!(socket = %opts.socket.display(), "workspace service ready");
+    let upkeep = tokio::spawn(svc.clone().upkeep_loop());
+    api::run(listener, svc, shutdown).await;
+    upkeep.abort();
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// A default configuration for `state_dir` (used by the CLI and tests).
+pub fn config(state_dir: PathBuf) -> Config {
+    Config {
+        state_dir,
+        uid_base: 20000,
+        uid_count: 10000,
+        default_idle_timeout: Duration::from_secs(
+            crate::workspace::model::DEFAULT_IDLE_TIMEOUT_SECS,
+        ),
+        tick: Duration::from_secs(1),
+        baseline_stale_after: Duration::from_secs(600),
+        keep_snapshots: 20,
+    }
+}

@@ -1,0 +1,8 @@
+//! The files API: operations on paths relative to a worktree, never escaping it.
+
+mod ops;
+mod resolve;
+mod tree;
+
+pub use ops::{FileInfo, FileKind, Files, MAX_IO_BYTES};
+pub use resolve::clean_rel;

@@ -1,0 +1,28 @@
+//! The workspace lifecycle service.
+//!
+//! A store of workspaces, each a state machine (creating → ready → running ↔ stopped →
+//! deleted) with a worktree, an unprivileged uid, snapshots in a content-addressed store,
+//! and a runtime behind a trait. `api` serves it over HTTP on a Unix socket.
+
+pub mod api;
+pub mod client;
+pub mod daemon;
+pub mod error;
+mod fdnames;
+pub mod files;
+pub mod human;
+mod idle;
+pub mod model;
+mod recovery;
+pub mod runtime;
+pub mod service;
+pub mod settings;
+pub mod snapshot;
+pub mod status;
+pub mod store;
+pub mod verbs;
+mod worktree;
+
+pub use error::{WsError, WsResult};
+pub use service::{Config, Service};
+pub use status::Status;

@@ -1,0 +1,179 @@
+//! Plain data carried between the store, the verbs and the API (all serde types).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::workspace::status::Status;
+
+/// Default idle timeout, as in the sandbox SDK we follow.
+pub const DEFAULT_IDLE_TIMEOUT_SECS: u64 = 3600;
+
+/// A workspace as stored. Secrets are kept apart and never serialized back.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Workspace {
+    pub id: String,
+    pub status: Status,
+    pub uid: u32,
+    pub created_at_ms: u64,
+    pub metadata: BTreeMap<String, String>,
+    pub env: BTreeMap<String, String>,
+    /// Names only; the values stay in the store.
+    pub secret_names: Vec<String>,
+    pub repo: Option<String>,
+    pub revision: Option<String>,
+    pub from_snapshot: Option<String>,
+    pub idle_timeout_secs: u64,
+    pub latest_snapshot: Option<String>,
+    pub setup: Option<SetupOutcome>,
+    pub last_recovery: Option<RecoveryReport>,
+}
+
+impl Workspace {
+    /// True when every pair of `filter` is in this workspace's metadata.
+    pub fn matches(&self, filter: &BTreeMap<String, String>) -> bool {
+        filter.iter().all(|(k, v)| self.metadata.get(k) == Some(v))
+    }
+}
+
+/// What the caller asks `create` for.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CreateRequest {
+    pub id: Option<String>,
+    pub metadata: BTreeMap<String, String>,
+    pub env: BTreeMap<String, String>,
+    pub secrets: BTreeMap<String, String>,
+    pub repo: Option<String>,
+    pub revision: Option<String>,
+    pub from: Option<String>,
+    /// With `from`, copy the parent workspace's metadata under the caller's.
+    pub inherit_parent_metadata: bool,
+    pub idle_timeout_secs: Option<u64>,
+    /// Time limit for the setup script.
+    pub setup_timeout_ms: Option<u64>,
+}
+
+/// The outcome of the settings file's setup script.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SetupOutcome {
+    /// False when the repository has no setup script.
+    pub ran: bool,
+    pub exit_code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub timed_out: bool,
+}
+
+/// The answer to `create`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Created {
+    pub workspace: Workspace,
+    /// False when the id already existed and that workspace is returned.
+    pub created: bool,
+}
+
+/// A recorded, complete snapshot.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SnapshotInfo {
+    pub id: String,
+    pub workspace_id: String,
+    pub created_at_ms: u64,
+    pub files: u64,
+    pub bytes: u64,
+    /// Bytes that were new to the blob store.
+    pub new_bytes: u64,
+    pub reason: String,
+    /// Entries that could not be captured (for example non-UTF-8 names), never silently.
+    pub skipped: Vec<String>,
+}
+
+/// What an automatic or explicit restore did, and what it could not keep.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecoveryReport {
+    pub at_ms: u64,
+    pub reason: String,
+    pub restored_from: Option<String>,
+    pub snapshot_created_at_ms: Option<u64>,
+    /// Paths whose newer content in the damaged worktree is not in the snapshot.
+    pub unrecovered: Vec<String>,
+    /// Where the damaged worktree was moved, if anything of it remained.
+    pub preserved_at: Option<String>,
+    pub note: String,
+}
+
+/// An `exec` request.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExecRequest {
+    pub cmd: String,
+    pub timeout_ms: Option<u64>,
+    pub env: BTreeMap<String, String>,
+}
+
+/// An `exec` result: a non-zero exit is a result, not an error.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecResult {
+    pub exit_code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub timed_out: bool,
+    pub duration_ms: u64,
+}
+
+/// Answer of `kill`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Killed {
+    pub workspace: Workspace,
+    pub snapshot: Option<SnapshotInfo>,
+}
+
+/// Answer of `connect`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Connected {
+    pub workspace: Workspace,
+    pub recovery: Option<RecoveryReport>,
+}
+
+/// One row of `list`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ListEntry {
+    pub id: String,
+    pub status: Status,
+    pub live: bool,
+    pub metadata: BTreeMap<String, String>,
+    pub latest_snapshot: Option<String>,
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// A random lowercase hex string of `bytes * 2` characters.
+pub fn random_hex(bytes: usize) -> String {
+    use std::io::Read;
+    let mut buf = vec![0u8; bytes];
+    let filled = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf));
+    if filled.is_err() {
+        // Fall back to time and pid; ids need uniqueness, not secrecy.
+        let seed = now_ms() ^ u64::from(std::process::id()).rotate_left(32);
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = (seed >> ((i % 8) * 8)) as u8 ^ (i as u8);
+        }
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Checks a caller-chosen id: 1–64 of `[A-Za-z0-9._-]`, not starting with `.` or `-`.
+pub fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && !id.starts_with(['.', '-'])
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}

@@ -1,0 +1,231 @@
+//! Runs workspace commands as real processes: own uid/gid, own process group, umask 022,
+//! a clean environment, and the worktree as cwd.
+
+use std::collections::{HashMap, HashSet};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::mpsc;
+
+use super::{BoxFut, Chunk, RunSpec, Runtime, Stream, procs};
+use crate::workspace::error::{WsError, WsResult};
+use crate::workspace::model::ExecResult;
+
+/// Exit code of a timed-out command, as `timeout(1)` uses.
+pub const TIMEOUT_EXIT: i32 = 124;
+/// Output kept per stream in a buffered result.
+const MAX_CAPTURE: usize = 16 * 1024 * 1024;
+/// How long to keep reading after the shell exits (background children may hold the pipe).
+const DRAIN_GRACE: Duration = Duration::from_millis(300);
+
+/// Processes on this machine.
+pub struct LocalRuntime {
+    /// Run as the workspace uid; only possible as root.
+    setuid: bool,
+    groups: Mutex<HashMap<String, HashSet<i32>>>,
+}
+
+impl LocalRuntime {
+    pub fn new() -> Self {
+        LocalRuntime {
+            setuid: nix::unistd::geteuid().is_root(),
+            groups: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn track(&self, ws: &str, pgid: i32, add: bool) {
+        if let Ok(mut g) = self.groups.lock() {
+            let set = g.entry(ws.to_string()).or_default();
+            if add {
+                set.insert(pgid);
+            } else {
+                set.remove(&pgid);
+            }
+        }
+    }
+
+    fn command(&self, spec: &RunSpec, command: &str) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new("/bin/sh");
+        // `$0` carries the user's command verbatim; the outer shell only sets the umask.
+        cmd.arg("-c")
+            .arg("umask 022; exec /bin/sh -c \"$0\"")
+            .arg(command);
+        cmd.env_clear()
+            .env(
+                "PATH",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            )
+            .env("HOME", &spec.home)
+            .env("USER", format!("ws-{}", spec.workspace_id))
+            .env("LANG", "C.UTF-8")
+            .env("DOCKWARDEN_WORKSPACE", &spec.workspace_id)
+            .envs(&spec.env)
+            .current_dir(&spec.worktree)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        if self.setuid {
+            cmd.uid(spec.uid).gid(spec.gid);
+        }
+        cmd
+    }
+
+    async fn run(
+        &self,
+        spec: &RunSpec,
+        command: &str,
+        timeout: Option<Duration>,
+        sink: Option<mpsc::Sender<Chunk>>,
+    ) -> WsResult<ExecResult> {
+        let started = Instant::now();
+        let mut child = self
+            .command(spec, command)
+            .spawn()
+            .map_err(|e| WsError::io(&spec.worktree, e))?;
+        let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+        self.track(&spec.workspace_id, pgid, true);
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let err = Arc::new(Mutex::new(Vec::new()));
+        let readers = [
+            child
+                .stdout
+                .take()
+                .map(|s| tokio::spawn(pump(s, Stream::Stdout, out.clone(), sink.clone()))),
+            child
+                .stderr
+                .take()
+                .map(|s| tokio::spawn(pump(s, Stream::Stderr, err.clone(), sink))),
+        ];
+        let (exit_code, timed_out) = wait_or_kill(&mut child, pgid, timeout)
+            .await
+            .map_err(|e| WsError::io(&spec.worktree, e))?;
+        for r in readers.into_iter().flatten() {
+            let abort = r.abort_handle();
+            if tokio::time::timeout(DRAIN_GRACE, r).await.is_err() {
+                abort.abort();
+            }
+        }
+        self.track(&spec.workspace_id, pgid, false);
+        Ok(ExecResult {
+            exit_code,
+            stdout: take_text(&out),
+            stderr: take_text(&err),
+            timed_out,
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        })
+    }
+}
+
+impl Default for LocalRuntime {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Waits for the shell; on timeout kills its whole process group and reports 124.
+async fn wait_or_kill(
+    child: &mut tokio::process::Child,
+    pgid: i32,
+    timeout: Option<Duration>,
+) -> std::io::Result<(i32, bool)> {
+    let waited = match timeout {
+        Some(t) => tokio::time::timeout(t, child.wait()).await.ok(),
+        None => Some(child.wait().await),
+    };
+    match waited {
+        Some(status) => Ok((exit_code_of(status?), false)),
+        None => {
+            if pgid > 0 {
+                let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+            }
+            let _ = child.wait().await;
+            Ok((TIMEOUT_EXIT, true))
+        }
+    }
+}
+
+fn exit_code_of(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+fn take_text(buf: &Arc<Mutex<Vec<u8>>>) -> String {
+    buf.lock()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+async fn pump(
+    mut src: impl AsyncRead + Unpin,
+    stream: Stream,
+    buf: Arc<Mutex<Vec<u8>>>,
+    sink: Option<mpsc::Sender<Chunk>>,
+) {
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        let n = match src.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if let Ok(mut b) = buf.lock() {
+            let room = MAX_CAPTURE.saturating_sub(b.len());
+            b.extend_from_slice(&chunk[..n.min(room)]);
+        }
+        if let Some(sink) = &sink {
+            // A gone client does not stop the command; output is still collected.
+            let _ = sink
+                .send(Chunk {
+                    stream,
+                    data: chunk[..n].to_vec(),
+                })
+                .await;
+        }
+    }
+}
+
+impl Runtime for LocalRuntime {
+    fn exec<'a>(
+        &'a self,
+        spec: &'a RunSpec,
+        command: &'a str,
+        timeout: Option<Duration>,
+        sink: Option<mpsc::Sender<Chunk>>,
+    ) -> BoxFut<'a, WsResult<ExecResult>> {
+        Box::pin(self.run(spec, command, timeout, sink))
+    }
+
+    fn stop<'a>(&'a self, spec: &'a RunSpec) -> BoxFut<'a, WsResult<u32>> {
+        Box::pin(async move {
+            let groups: Vec<i32> = self
+                .groups
+                .lock()
+                .map(|g| {
+                    g.get(&spec.workspace_id)
+                        .map(|s| s.iter().copied().collect())
+                        .unwrap_or_default()
+                })
+                .unwrap_or_default();
+            let mut n = 0;
+            for pgid in groups {
+                if pgid > 0 && killpg(Pid::from_raw(pgid), Signal::SIGKILL).is_ok() {
+                    n += 1;
+                }
+            }
+            if self.setuid {
+                n += procs::kill_uid(spec.uid).await;
+            }
+            Ok(n)
+        })
+    }
+
+    fn isolates_users(&self) -> bool {
+        self.setuid
+    }
+}

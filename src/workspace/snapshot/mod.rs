@@ -1,0 +1,67 @@
+//! Snapshots: the `SnapshotStore` seam and a local content-addressed implementation.
+
+mod capture;
+mod local;
+mod manifest;
+mod restore;
+
+use std::path::Path;
+
+pub use local::LocalSnapshotStore;
+pub use manifest::{Entry, EntryKind, Manifest};
+
+use crate::workspace::error::WsResult;
+
+/// Progress of a long capture or restore, reported every few hundred files.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct Progress {
+    pub files: u64,
+    pub bytes: u64,
+}
+
+/// A progress callback; it must be cheap.
+pub type ProgressFn<'a> = &'a (dyn Fn(Progress) + Sync);
+
+/// The outcome of a capture; nothing references it until the caller records it.
+#[derive(Debug, Clone)]
+pub struct Captured {
+    pub manifest_sha256: String,
+    pub files: u64,
+    pub bytes: u64,
+    pub new_bytes: u64,
+    pub skipped: Vec<String>,
+}
+
+/// Where snapshots live. A later provider may keep them elsewhere (object storage, a
+/// remote host); the lifecycle only needs these verbs.
+///
+/// INVARIANT: `capture` returns only after the manifest and all its blobs are durable.
+pub trait SnapshotStore: Send + Sync {
+    /// Captures the tree at `root` as snapshot `id`. `previous` lets unchanged files be
+    /// recognised without reading them again.
+    fn capture(
+        &self,
+        id: &str,
+        root: &Path,
+        previous: Option<&Manifest>,
+        progress: ProgressFn<'_>,
+    ) -> WsResult<Captured>;
+
+    /// Loads a manifest and checks it against the checksum recorded with it.
+    fn load(&self, id: &str, sha256: &str) -> WsResult<Manifest>;
+
+    /// Materialises a manifest into `dest`, which must not exist, owned by `owner`.
+    fn restore(
+        &self,
+        manifest: &Manifest,
+        dest: &Path,
+        owner: Option<(u32, u32)>,
+        progress: ProgressFn<'_>,
+    ) -> WsResult<()>;
+
+    /// Drops every manifest not in `keep` and every blob none of them reference.
+    fn collect_garbage(&self, keep: &[String]) -> WsResult<u64>;
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,295 @@
+//! SQLite state: workspaces, snapshots and the journal of in-flight transitions.
+//!
+//! INVARIANT: a snapshot row is inserted only after its manifest and every blob it names
+//! are durable, so any snapshot the store returns is complete.
+//! INVARIANT: a journal row exists exactly while a transition is in flight; it is removed in
+//! the same transaction that persists the transition's result.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+
+use crate::workspace::error::{WsError, WsResult};
+use crate::workspace::model::{SnapshotInfo, Workspace, now_ms};
+use crate::workspace::status::Status;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS workspaces (
+    id TEXT PRIMARY KEY, status TEXT NOT NULL, uid INTEGER NOT NULL UNIQUE,
+    doc TEXT NOT NULL, secrets TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS snapshots (
+    id TEXT PRIMARY KEY, workspace_id TEXT NOT NULL, created_at_ms INTEGER NOT NULL,
+    manifest_sha256 TEXT NOT NULL, doc TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS snapshots_ws ON snapshots(workspace_id, created_at_ms);
+CREATE TABLE IF NOT EXISTS journal (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, workspace_id TEXT NOT NULL, op TEXT NOT NULL,
+    started_at_ms INTEGER NOT NULL);
+";
+
+/// One in-flight transition found in the journal.
+#[derive(Debug, Clone)]
+pub struct JournalEntry {
+    pub seq: i64,
+    pub workspace_id: String,
+    pub op: String,
+}
+
+/// The service's durable state.
+pub struct Store {
+    conn: Mutex<Connection>,
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> WsResult<String> {
+    serde_json::to_string(v).map_err(|e| WsError::Internal(format!("encoding state: {e}")))
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(s: &str) -> WsResult<T> {
+    serde_json::from_str(s).map_err(|e| WsError::Internal(format!("decoding state: {e}")))
+}
+
+impl Store {
+    /// Opens (or creates) the database with full durability.
+    pub fn open(path: &Path) -> WsResult<Store> {
+        // Secrets live here: only the service may read it (SQLite gives its WAL the same mode).
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| WsError::io(path, e))?;
+        let conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Store {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn lock(&self) -> WsResult<MutexGuard<'_, Connection>> {
+        self.conn
+            .lock()
+            .map_err(|_| WsError::Internal("state lock poisoned".into()))
+    }
+
+    /// Runs `f` in one transaction; it commits only if `f` succeeds.
+    pub fn tx<T>(&self, f: impl FnOnce(&Transaction<'_>) -> WsResult<T>) -> WsResult<T> {
+        let mut conn = self.lock()?;
+        let tx = conn.transaction()?;
+        let out = f(&tx)?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    pub fn get(&self, id: &str) -> WsResult<Option<Workspace>> {
+        let conn = self.lock()?;
+        get_in(&conn, id)
+    }
+
+    /// The workspace, or `not_found`.
+    pub fn require(&self, id: &str) -> WsResult<Workspace> {
+        self.get(id)?
+            .ok_or_else(|| WsError::NotFound(id.to_string()))
+    }
+
+    pub fn list(&self) -> WsResult<Vec<Workspace>> {
+        let conn = self.lock()?;
+        let mut stmt = conn.prepare("SELECT doc, status FROM workspaces ORDER BY id")?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (doc, status) = row?;
+            out.push(with_status(from_json(&doc)?, &status));
+        }
+        Ok(out)
+    }
+
+    pub fn secrets(&self, id: &str) -> WsResult<BTreeMap<String, String>> {
+        let conn = self.lock()?;
+        let s: Option<String> = conn
+            .query_row("SELECT secrets FROM workspaces WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        match s {
+            Some(s) => from_json(&s),
+            None => Err(WsError::NotFound(id.to_string())),
+        }
+    }
+
+    pub fn used_uids(&self) -> WsResult<Vec<u32>> {
+        let conn = self.lock()?;
+        let mut stmt = conn.prepare("SELECT uid FROM workspaces")?;
+        let rows = stmt.query_map([], |r| r.get::<_, u32>(0))?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    pub fn journal(&self) -> WsResult<Vec<JournalEntry>> {
+        let conn = self.lock()?;
+        let mut stmt = conn.prepare("SELECT seq, workspace_id, op FROM journal ORDER BY seq")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(JournalEntry {
+                seq: r.get(0)?,
+                workspace_id: r.get(1)?,
+                op: r.get(2)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    /// Records that `op` is starting on `id`; returns the journal sequence number.
+    pub fn begin(&self, id: &str, op: &str) -> WsResult<i64> {
+        self.tx(|tx| begin_in(tx, id, op))
+    }
+
+    /// Drops a journal row without changing anything else (the op changed nothing).
+    pub fn end(&self, seq: i64) -> WsResult<()> {
+        self.tx(|tx| end_in(tx, seq))
+    }
+
+    pub fn snapshot(&self, id: &str) -> WsResult<Option<(SnapshotInfo, String)>> {
+        let conn = self.lock()?;
+        let row: Option<(String, String)> = conn
+            .query_row(
+                "SELECT doc, manifest_sha256 FROM snapshots WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        row.map(|(doc, sha)| Ok((from_json(&doc)?, sha)))
+            .transpose()
+    }
+
+    /// Snapshots of one workspace, newest first.
+    pub fn snapshots_of(&self, ws: &str) -> WsResult<Vec<(SnapshotInfo, String)>> {
+        let conn = self.lock()?;
+        let mut stmt = conn.prepare(
+            "SELECT doc, manifest_sha256 FROM snapshots WHERE workspace_id = ?1
+             ORDER BY created_at_ms DESC, rowid DESC",
+        )?;
+        let rows = stmt.query_map([ws], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (doc, sha) = row?;
+            out.push((from_json(&doc)?, sha));
+        }
+        Ok(out)
+    }
+
+    /// Ids of every recorded snapshot (used to collect unreferenced blobs).
+    pub fn all_snapshot_ids(&self) -> WsResult<Vec<String>> {
+        let conn = self.lock()?;
+        let mut stmt = conn.prepare("SELECT id FROM snapshots")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+}
+
+fn with_status(mut ws: Workspace, status: &str) -> Workspace {
+    if let Some(s) = Status::parse(status) {
+        ws.status = s;
+    }
+    ws
+}
+
+fn get_in(conn: &Connection, id: &str) -> WsResult<Option<Workspace>> {
+    let row: Option<(String, String)> = conn
+        .query_row(
+            "SELECT doc, status FROM workspaces WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    row.map(|(doc, status)| Ok(with_status(from_json(&doc)?, &status)))
+        .transpose()
+}
+
+/// Reads a workspace inside a transaction.
+pub fn get_tx(tx: &Transaction<'_>, id: &str) -> WsResult<Option<Workspace>> {
+    get_in(tx, id)
+}
+
+pub fn begin_in(tx: &Transaction<'_>, id: &str, op: &str) -> WsResult<i64> {
+    tx.execute(
+        "INSERT INTO journal (workspace_id, op, started_at_ms) VALUES (?1, ?2, ?3)",
+        params![id, op, now_ms() as i64],
+    )?;
+    Ok(tx.last_insert_rowid())
+}
+
+pub fn end_in(tx: &Transaction<'_>, seq: i64) -> WsResult<()> {
+    tx.execute("DELETE FROM journal WHERE seq = ?1", [seq])?;
+    Ok(())
+}
+
+/// Inserts a new workspace with its secrets.
+pub fn insert_ws(
+    tx: &Transaction<'_>,
+    ws: &Workspace,
+    secrets: &BTreeMap<String, String>,
+) -> WsResult<()> {
+    tx.execute(
+        "INSERT INTO workspaces (id, status, uid, doc, secrets) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![
+            ws.id,
+            ws.status.as_str(),
+            ws.uid,
+            to_json(ws)?,
+            to_json(secrets)?
+        ],
+    )?;
+    Ok(())
+}
+
+/// Writes back a workspace's document and status.
+pub fn put_ws(tx: &Transaction<'_>, ws: &Workspace) -> WsResult<()> {
+    let n = tx.execute(
+        "UPDATE workspaces SET status = ?2, doc = ?3 WHERE id = ?1",
+        params![ws.id, ws.status.as_str(), to_json(ws)?],
+    )?;
+    if n == 0 {
+        return Err(WsError::NotFound(ws.id.clone()));
+    }
+    Ok(())
+}
+
+pub fn delete_ws(tx: &Transaction<'_>, id: &str) -> WsResult<()> {
+    tx.execute("DELETE FROM snapshots WHERE workspace_id = ?1", [id])?;
+    tx.execute("DELETE FROM workspaces WHERE id = ?1", [id])?;
+    tx.execute("DELETE FROM journal WHERE workspace_id = ?1", [id])?;
+    Ok(())
+}
+
+/// Forgets snapshots (their manifests and blobs go at the next garbage collection).
+pub fn delete_snapshots(tx: &Transaction<'_>, ids: &[String]) -> WsResult<()> {
+    for id in ids {
+        tx.execute("DELETE FROM snapshots WHERE id = ?1", [id])?;
+    }
+    Ok(())
+}
+
+/// Records a complete snapshot (the commit point of a capture).
+pub fn insert_snapshot(
+    tx: &Transaction<'_>,
+    info: &SnapshotInfo,
+    manifest_sha: &str,
+) -> WsResult<()> {
+    tx.execute(
+        "INSERT INTO snapshots (id, workspace_id, created_at_ms, manifest_sha256, doc)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![
+            info.id,
+            info.workspace_id,
+            info.created_at_ms as i64,
+            manifest_sha,
+            to_json(info)?
+        ],
+    )?;
+    Ok(())
+}

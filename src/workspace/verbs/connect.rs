@@ -1,0 +1,57 @@
+//! `connect`: start a workspace again, restoring its worktree from the latest snapshot if
+//! the worktree is gone or invalid.
+
+use tracing::info;
+
+use crate::workspace::error::WsResult;
+use crate::workspace::model::Connected;
+use crate::workspace::service::{ProgressSink, Service};
+use crate::workspace::status::Status;
+use crate::workspace::store;
+
+impl Service {
+    /// Makes a workspace live; reports what a restore could not bring back.
+    pub async fn connect(&self, id: &str, progress: ProgressSink) -> WsResult<Connected> {
+        let ws = self.store.require(id)?;
+        Self::guard(&ws, ws.status.can_connect(), "connect", "")?;
+        let live = self.live(id);
+        let _op = live.op.lock().await;
+        let mut ws = self.store.require(id)?;
+        Self::guard(&ws, ws.status.can_connect(), "connect", "")?;
+        let seq = self.store.begin(id, "connect")?;
+        let recovery = if self.worktree_valid(&ws) {
+            None
+        } else {
+            match self
+                .restore_locked(&ws, "worktree missing or invalid at connect", progress)
+                .await
+            {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    self.store.end(seq)?;
+                    return Err(e);
+                }
+            }
+        };
+        let starting = ws.status == Status::Stopped || recovery.is_some();
+        if ws.status == Status::Stopped {
+            ws.status = Status::Running;
+        }
+        if recovery.is_some() {
+            ws.last_recovery = recovery.clone();
+        }
+        self.store.tx(|tx| {
+            store::put_ws(tx, &ws)?;
+            store::end_in(tx, seq)
+        })?;
+        live.touch();
+        if starting {
+            self.start_run_script(&ws);
+        }
+        info!(workspace.id = %id, restored = recovery.is_some(), "workspace connected");
+        Ok(Connected {
+            workspace: ws,
+            recovery,
+        })
+    }
+}

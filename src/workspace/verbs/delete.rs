@@ -1,0 +1,71 @@
+//! `delete`: remove a workspace, its processes, its snapshots, and blobs no one else uses.
+
+use std::collections::BTreeMap;
+
+use tracing::{info, warn};
+
+use crate::workspace::error::{WsError, WsResult};
+use crate::workspace::service::Service;
+use crate::workspace::store;
+
+impl Service {
+    /// Deletes one workspace with all of its snapshots.
+    pub async fn delete(&self, id: &str) -> WsResult<()> {
+        let ws = self.store.require(id)?;
+        Self::guard(&ws, ws.status.can_delete(), "delete", "")?;
+        let live = self.live(id);
+        let _op = live.op.lock().await;
+        self.store.begin(id, "delete")?;
+        self.finish_delete(id).await
+    }
+
+    /// Deletes every workspace whose metadata includes `filter`; returns their ids.
+    pub async fn delete_matching(
+        &self,
+        filter: &BTreeMap<String, String>,
+    ) -> WsResult<Vec<String>> {
+        if filter.is_empty() {
+            return Err(WsError::Invalid(
+                "an empty metadata filter would delete every workspace; name at least one pair"
+                    .into(),
+            ));
+        }
+        let mut deleted = Vec::new();
+        for entry in self.list(filter)? {
+            match self.delete(&entry.id).await {
+                Ok(()) | Err(WsError::NotFound(_)) => deleted.push(entry.id),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// The act-and-persist half of delete; also rolls an interrupted delete forward.
+    pub(crate) async fn finish_delete(&self, id: &str) -> WsResult<()> {
+        let _stopped_gate = match self.store.get(id)? {
+            Some(ws) => Some(self.stop_all(&ws).await?.0),
+            None => None,
+        };
+        let dir = self.ws_dir(id);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| WsError::io(&dir, e))?;
+        }
+        self.store.tx(|tx| store::delete_ws(tx, id))?;
+        self.forget(id);
+        info!(workspace.id = %id, "workspace deleted");
+        if let Err(e) = self.collect_garbage().await {
+            warn!(error = %e, "snapshot garbage collection failed");
+        }
+        Ok(())
+    }
+
+    /// Drops manifests and blobs that no recorded snapshot references.
+    pub async fn collect_garbage(&self) -> WsResult<u64> {
+        let _gate = self.gc_gate.write().await;
+        let keep = self.store.all_snapshot_ids()?;
+        let snaps = self.snapshots.clone();
+        tokio::task::spawn_blocking(move || snaps.collect_garbage(&keep))
+            .await
+            .map_err(|e| WsError::Internal(format!("gc task: {e}")))?
+    }
+}

@@ -1,0 +1,42 @@
+//! `exec`: run a shell command in a live workspace, with an optional timeout.
+
+use tokio::sync::mpsc;
+use tracing::debug;
+
+use crate::workspace::error::{WsError, WsResult};
+use crate::workspace::model::{ExecRequest, ExecResult};
+use crate::workspace::runtime::Chunk;
+use crate::workspace::service::{ExecGuard, Service};
+use crate::workspace::status::Status;
+use crate::workspace::store;
+
+impl Service {
+    /// Runs a command. A non-zero exit is a result; a timeout gives exit code 124.
+    pub async fn exec(
+        &self,
+        id: &str,
+        req: ExecRequest,
+        sink: Option<mpsc::Sender<Chunk>>,
+    ) -> WsResult<ExecResult> {
+        if req.cmd.trim().is_empty() {
+            return Err(WsError::Invalid("the command is empty".into()));
+        }
+        let ws = self.store.require(id)?;
+        Self::guard(&ws, ws.status.can_exec(), "exec", "; `connect` it first")?;
+        let live = self.live(id);
+        // Checked again under the gate: a kill may have finished while this call waited.
+        let _running = live.run_gate.clone().read_owned().await;
+        let mut ws = self.store.require(id)?;
+        Self::guard(&ws, ws.status.can_exec(), "exec", "; `connect` it first")?;
+        // INVARIANT: counted as activity from before the first byte runs until it ends.
+        let _activity = ExecGuard::new(live);
+        if ws.status == Status::Ready {
+            ws.status = Status::Running;
+            self.store.tx(|tx| store::put_ws(tx, &ws))?;
+        }
+        let spec = self.run_spec(&ws, &req.env)?;
+        let timeout = req.timeout_ms.map(std::time::Duration::from_millis);
+        debug!(workspace.id = %id, exec.timeout_ms = ?req.timeout_ms, "exec");
+        self.runtime.exec(&spec, &req.cmd, timeout, sink).await
+    }
+}

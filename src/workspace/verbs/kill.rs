@@ -1,0 +1,84 @@
+//! `kill`: run the archive script, stop every process, snapshot, and mark stopped.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tracing::{info, warn};
+
+use crate::workspace::error::WsResult;
+use crate::workspace::model::Killed;
+use crate::workspace::service::{ProgressSink, Service};
+use crate::workspace::status::Status;
+use crate::workspace::store;
+
+const ARCHIVE_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl Service {
+    /// Stops a workspace and keeps its snapshots; a stopped workspace is left as is.
+    pub async fn kill(&self, id: &str, reason: &str, progress: ProgressSink) -> WsResult<Killed> {
+        let ws = self.store.require(id)?;
+        Self::guard(&ws, ws.status.can_kill(), "kill", "")?;
+        let live = self.live(id);
+        let _op = live.op.lock().await;
+        let mut ws = self.store.require(id)?;
+        if ws.status == Status::Stopped {
+            return Ok(Killed {
+                workspace: ws,
+                snapshot: None,
+            });
+        }
+        Self::guard(&ws, ws.status.can_kill(), "kill", "")?;
+        let seq = self.store.begin(id, "kill")?;
+        self.run_archive_script(&ws).await;
+        let (_stopped_gate, stopped) = self.stop_all(&ws).await?;
+        // Processes are gone, so the capture sees a quiescent tree. A damaged worktree is
+        // not captured: it would become the latest snapshot and hide the last good one.
+        let snapshot = if self.worktree_valid(&ws) {
+            match self.capture_locked(id, reason, progress).await {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    self.store.end(seq)?;
+                    return Err(e);
+                }
+            }
+        } else {
+            warn!(workspace.id = %id, "worktree invalid at kill; keeping the last good snapshot");
+            None
+        };
+        ws = self.store.require(id)?;
+        ws.status = Status::Stopped;
+        self.store.tx(|tx| {
+            store::put_ws(tx, &ws)?;
+            store::end_in(tx, seq)
+        })?;
+        info!(workspace.id = %id, kill.reason = reason, kill.processes = stopped, "workspace stopped");
+        Ok(Killed {
+            workspace: ws,
+            snapshot,
+        })
+    }
+
+    async fn run_archive_script(&self, ws: &crate::workspace::model::Workspace) {
+        let script = match self.read_settings_of(ws) {
+            Ok(s) => s.scripts.archive,
+            Err(e) => {
+                warn!(workspace.id = %ws.id, error = %e, "settings unreadable; archive script skipped");
+                None
+            }
+        };
+        let Some(script) = script else { return };
+        let Ok(spec) = self.run_spec(ws, &BTreeMap::new()) else {
+            return;
+        };
+        match self
+            .runtime
+            .exec(&spec, &script.to_shell(), Some(ARCHIVE_TIMEOUT), None)
+            .await
+        {
+            Ok(r) => {
+                info!(workspace.id = %ws.id, archive.exit_code = r.exit_code, "archive script finished")
+            }
+            Err(e) => warn!(workspace.id = %ws.id, error = %e, "archive script failed"),
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! Crash safety: `kill -9` of the service in the middle of a snapshot or of a create, then a
+//! restart, leaves consistent state, never uses a half-written snapshot, and keeps every
+//! acknowledged operation.
+#![allow(clippy::unwrap_used)]
+
+mod workspace_support;
+
+use serde_json::json;
+use workspace_support::{Svc, pids_of, wait_until};
+
+const SLOW: &[(&str, &str)] = &[("DOCKWARDEN_TEST_SNAPSHOT_DELAY_MS", "30")];
+
+fn staged_files(svc: &Svc) -> usize {
+    let tmp = svc.state.join("snapshots/tmp");
+    std::fs::read_dir(tmp)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().is_dir())
+                .map(|e| std::fs::read_dir(e.path()).map(|x| x.count()).unwrap_or(0))
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn kill_9_in_the_middle_of_a_snapshot_keeps_the_previous_good_snapshot() {
+    let mut svc = Svc::start(26000, &[], SLOW);
+    svc.ok("POST", "/v1/workspaces", Some(json!({ "id": "c" })));
+    svc.raw("PUT", "/v1/workspaces/c/files/content?path=a.txt", b"good");
+    let good = svc.ok("POST", "/v1/workspaces/c/snapshot", None)["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let before: Vec<String> = svc
+        .ok("GET", "/v1/workspaces/c/snapshots", None)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect();
+
+    svc.exec(
+        "c",
+        "for i in $(seq 1 400); do echo $i > f$i; done; echo bad > a.txt",
+    );
+    let socket = svc.socket.clone();
+    let pending = std::thread::spawn(move || {
+        workspace_support::http(&socket, "POST", "/v1/workspaces/c/snapshot", b"")
+    });
+    wait_until(20, "a snapshot in progress", || staged_files(&svc) >= 5);
+    let (status, _) = svc.raw(
+        "PUT",
+        "/v1/workspaces/c/files/content?path=ack.txt",
+        b"acknowledged",
+    );
+    assert_eq!(status, 200);
+    svc.kill9();
+    assert!(
+        pending.join().unwrap().is_err(),
+        "the snapshot was cut off, never acknowledged"
+    );
+
+    svc.restart(&[]);
+    let info = svc.ok("GET", "/v1/workspaces/c", None);
+    assert_eq!(info["status"], "running", "state is consistent: {info}");
+    assert_eq!(
+        info["latest_snapshot"],
+        good.as_str(),
+        "the half-written snapshot is not used"
+    );
+    let after: Vec<String> = svc
+        .ok("GET", "/v1/workspaces/c/snapshots", None)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(after, before);
+    assert_eq!(staged_files(&svc), 0, "staging debris is cleared");
+    assert_eq!(
+        std::fs::read_dir(svc.state.join("snapshots/manifests"))
+            .unwrap()
+            .count(),
+        before.len()
+    );
+    assert_eq!(
+        svc.read("c", "ack.txt").1,
+        b"acknowledged",
+        "acknowledged write kept"
+    );
+
+    // The good snapshot is what a fork and a restore use.
+    svc.ok(
+        "POST",
+        "/v1/workspaces",
+        Some(json!({ "id": "fork", "from": good })),
+    );
+    assert_eq!(svc.read("fork", "a.txt").1, b"good");
+    assert_eq!(svc.read("fork", "f1").0, 404);
+    std::fs::remove_dir_all(svc.worktree("c")).unwrap();
+    let connected = svc.ok("POST", "/v1/workspaces/c/connect", None);
+    assert_eq!(connected["recovery"]["restored_from"], good.as_str());
+    assert_eq!(svc.read("c", "a.txt").1, b"good");
+
+    // And the service works normally afterwards.
+    let next = svc.ok("POST", "/v1/workspaces/c/snapshot", None);
+    assert_eq!(
+        svc.ok("GET", "/v1/workspaces/c", None)["latest_snapshot"],
+        next["id"]
+    );
+}
+
+#[test]
+fn kill_9_during_setup_rolls_the_unacknowledged_create_back() {
+    let mut svc = Svc::start(26100, &[], &[]);
+    let src = svc.ok("POST", "/v1/workspaces", Some(json!({ "id": "src" })));
+    let next_uid = src["workspace"]["uid"].as_u64().unwrap() as u32 + 1;
+    svc.exec(
+        "src",
+        "git init -q . && mkdir .dockwarden && \
+        echo '{\"scripts\":{\"setup\":\"sleep 60\"}}' > .dockwarden/settings.json && \
+        git add -A && git -c user.email=a@b -c user.name=a commit -qm slow",
+    );
+    let repo = svc.worktree("src").display().to_string();
+    let socket = svc.socket.clone();
+    let body = json!({ "id": "victim", "repo": repo }).to_string();
+    let _pending = std::thread::spawn(move || {
+        workspace_support::http(&socket, "POST", "/v1/workspaces", body.as_bytes())
+    });
+    wait_until(20, "setup running", || !pids_of(next_uid).is_empty());
+    svc.kill9();
+
+    svc.restart(&[]);
+    assert_eq!(
+        svc.api("GET", "/v1/workspaces/victim", None).0,
+        404,
+        "never acknowledged, rolled back"
+    );
+    assert!(!svc.state.join("workspaces/victim").exists());
+    wait_until(5, "setup processes stopped", || {
+        pids_of(next_uid).is_empty()
+    });
+    let again = svc.ok("POST", "/v1/workspaces", Some(json!({ "id": "victim" })));
+    assert_eq!(again["created"], true);
+    assert_eq!(
+        svc.ok("GET", "/v1/workspaces/src", None)["status"],
+        "running",
+        "others untouched"
+    );
+}

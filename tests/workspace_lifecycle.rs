@@ -1,0 +1,184 @@
+//! Create from a fixture git repository with a setup script; exec results and timeouts.
+#![allow(clippy::unwrap_used)]
+
+mod workspace_support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use workspace_support::{Svc, fixture_repo, pids_of};
+
+#[test]
+fn create_from_fixture_repo_runs_setup_as_the_workspace_user() {
+    let svc = Svc::start(21000, &[], &[]);
+    let repo = fixture_repo(svc.dir.path());
+    let body = json!({
+        "id": "conv-1", "repo": repo.display().to_string(), "revision": "v1",
+        "metadata": { "conversation": "42" }, "env": { "GREETING": "hello" },
+        "secrets": { "TOKEN": "s3cret-value" },
+    });
+    let (status, created) = svc.api("POST", "/v1/workspaces", Some(body.clone()));
+    assert_eq!(status, 201, "{created}");
+    let ws = &created["workspace"];
+    let uid = ws["uid"].as_u64().unwrap();
+    assert!((21000..21050).contains(&uid));
+    assert_eq!(ws["status"], "ready");
+    let setup = &ws["setup"];
+    assert_eq!(setup["ran"], true);
+    assert_eq!(setup["exit_code"], 0, "{setup}");
+    assert_eq!(setup["stdout"], format!("setting up as {uid}\n"));
+    assert_eq!(setup["stderr"], "setup-stderr\n");
+    assert!(
+        ws["latest_snapshot"].is_string(),
+        "a baseline snapshot is taken after setup"
+    );
+
+    // The setup ran as the workspace uid, with umask 022 and the env injected.
+    let (_, setup_uid) = svc.read("conv-1", "build/setup-uid.txt");
+    assert_eq!(
+        String::from_utf8(setup_uid).unwrap().trim(),
+        uid.to_string()
+    );
+    let (_, umask) = svc.read("conv-1", "build/setup-umask.txt");
+    assert_eq!(String::from_utf8(umask).unwrap().trim(), "0022");
+    let (_, greeting) = svc.read("conv-1", "build/greeting.txt");
+    assert_eq!(greeting, b"hello\n");
+    // Revision v1 is checked out: second.txt only exists in the later commit.
+    let (code, _) = svc.read("conv-1", "second.txt");
+    assert_eq!(code, 404);
+
+    // The run script started in the background as the workspace user.
+    let run_txt = svc.worktree("conv-1").join("build/run.txt");
+    workspace_support::wait_until(10, "run script", || {
+        std::fs::read_to_string(&run_txt).is_ok_and(|t| t == format!("run-started-as-{uid}\n"))
+    });
+    assert!(!pids_of(uid as u32).is_empty());
+
+    // Secrets are injected but never printed back by the service.
+    let r = svc.exec(
+        "conv-1",
+        "echo $TOKEN; pwd; id -u; id -G; sudo -n true 2>/dev/null; echo sudo=$?",
+    );
+    let out = r["stdout"].as_str().unwrap();
+    assert!(out.starts_with("s3cret-value\n"), "{out}");
+    assert!(out.contains(&format!("{}\n", svc.worktree("conv-1").display())));
+    assert!(
+        out.contains(&format!("\n{uid}\n{uid}\n")),
+        "no supplementary groups: {out}"
+    );
+    assert!(!out.contains("sudo=0"), "sudo must not work: {out}");
+    for path in ["/v1/workspaces/conv-1", "/v1/workspaces"] {
+        let (_, v) = svc.api("GET", path, None);
+        assert!(
+            !v.to_string().contains("s3cret-value"),
+            "secret leaked by {path}"
+        );
+    }
+
+    // Idempotent: the same id returns the existing workspace, not a fresh one.
+    let (status, again) = svc.api("POST", "/v1/workspaces", Some(body));
+    assert_eq!(status, 200);
+    assert_eq!(again["created"], false);
+    assert_eq!(again["workspace"]["uid"], uid);
+    assert_eq!(again["workspace"]["status"], "running");
+
+    // The CLI shows the outcome too.
+    let out = svc.cli(&["info", "conv-1"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("conv-1 (running"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn failing_setup_script_is_reported_not_hidden() {
+    let svc = Svc::start(21100, &[], &[]);
+    let repo = fixture_repo(svc.dir.path());
+    svc.ok(
+        "POST",
+        "/v1/workspaces",
+        Some(json!({ "id": "base", "repo": repo.display().to_string() })),
+    );
+    svc.exec("base", "printf '{\"scripts\":{\"setup\":\"echo broken >&2; exit 7\"}}' > .dockwarden/settings.json && git -c user.email=a@b -c user.name=a commit -qam broken");
+    let src = svc.worktree("base");
+    let (_, created) = svc.api(
+        "POST",
+        "/v1/workspaces",
+        Some(json!({ "id": "child", "repo": src.display().to_string() })),
+    );
+    assert_eq!(created["workspace"]["setup"]["exit_code"], 7, "{created}");
+    assert_eq!(created["workspace"]["setup"]["stderr"], "broken\n");
+}
+
+#[test]
+fn exec_nonzero_exit_is_a_result_and_timeout_kills_the_group_with_124() {
+    let svc = Svc::start(21200, &[], &[]);
+    let created = svc.ok("POST", "/v1/workspaces", Some(json!({ "id": "t" })));
+    let uid = created["workspace"]["uid"].as_u64().unwrap() as u32;
+
+    let r = svc.exec("t", "echo out; echo err >&2; exit 3");
+    assert_eq!(
+        (
+            r["exit_code"].as_i64(),
+            r["stdout"].as_str(),
+            r["stderr"].as_str()
+        ),
+        (Some(3), Some("out\n"), Some("err\n"))
+    );
+
+    let started = Instant::now();
+    let body = json!({ "cmd": "echo before; sleep 30 & sleep 30; echo after", "timeout_ms": 500 });
+    let r = svc.ok("POST", "/v1/workspaces/t/exec", Some(body));
+    assert_eq!(r["exit_code"], 124);
+    assert_eq!(r["timed_out"], true);
+    assert_eq!(r["stdout"], "before\n", "output so far is returned");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // The background `sleep 30` was in the same process group and is gone too.
+    workspace_support::wait_until(5, "group killed", || pids_of(uid).is_empty());
+
+    // The CLI streams output and exits with the command's code.
+    let out = svc.cli(&[
+        "exec",
+        "t",
+        "--timeout",
+        "0.5",
+        "--",
+        "echo streamed; sleep 30",
+    ]);
+    assert_eq!(out.status.code(), Some(124));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "streamed\n");
+    let out = svc.cli(&["exec", "t", "--", "exit 5"]);
+    assert_eq!(out.status.code(), Some(5));
+}
+
+#[test]
+fn kill_during_a_running_exec_ends_it_and_refuses_new_commands() {
+    let svc = Svc::start(21300, &[], &[]);
+    let created = svc.ok("POST", "/v1/workspaces", Some(json!({ "id": "busy" })));
+    let uid = created["workspace"]["uid"].as_u64().unwrap() as u32;
+    let socket = svc.socket.clone();
+    let started = Instant::now();
+    let running = std::thread::spawn(move || {
+        let body = json!({ "cmd": "echo started; sleep 60" }).to_string();
+        workspace_support::http(&socket, "POST", "/v1/workspaces/busy/exec", body.as_bytes())
+    });
+    workspace_support::wait_until(10, "exec running", || !pids_of(uid).is_empty());
+    let killed = svc.ok("POST", "/v1/workspaces/busy/kill", None);
+    assert_eq!(killed["workspace"]["status"], "stopped");
+    let (status, body) = running.join().unwrap().unwrap();
+    let result: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (status, result["exit_code"].as_i64()),
+        (200, Some(137)),
+        "{result}"
+    );
+    assert_eq!(result["stdout"], "started\n");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(pids_of(uid).is_empty());
+    let (status, v) = svc.api(
+        "POST",
+        "/v1/workspaces/busy/exec",
+        Some(json!({ "cmd": "true" })),
+    );
+    assert_eq!((status, v["code"].as_str()), (409, Some("wrong_state")));
+}

@@ -1,0 +1,240 @@
+//! Snapshots: kill then connect keeps every file (tracked, uncommitted, ignored, modes,
+//! symlinks); a gone worktree is restored and reported; forks share storage and diverge.
+#![allow(clippy::unwrap_used)]
+
+mod workspace_support;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+use serde_json::json;
+use workspace_support::{Svc, fixture_repo, pids_of, wait_until};
+
+const CHANGES: &str = "echo ignored > build/out.log && echo draft > untracked.txt && \
+    echo edited >> README.md && chmod 700 src/run.sh && ln -s src/run.sh run-link";
+
+fn assert_changes_kept(svc: &Svc, id: &str) {
+    let wt = svc.worktree(id);
+    assert_eq!(
+        std::fs::read_to_string(wt.join("build/out.log")).unwrap(),
+        "ignored\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(wt.join("untracked.txt")).unwrap(),
+        "draft\n"
+    );
+    assert!(
+        std::fs::read_to_string(wt.join("README.md"))
+            .unwrap()
+            .ends_with("edited\n")
+    );
+    assert_eq!(
+        std::fs::metadata(wt.join("src/run.sh"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o700
+    );
+    assert_eq!(
+        std::fs::read_link(wt.join("run-link")).unwrap().to_str(),
+        Some("src/run.sh")
+    );
+    let status = svc.exec(id, "git status --short --ignored");
+    assert_eq!(
+        status["stdout"], " M README.md\n?? run-link\n?? untracked.txt\n!! build/\n",
+        "{status}"
+    );
+}
+
+#[test]
+fn kill_then_connect_keeps_files_including_ignored_ones() {
+    let svc = Svc::start(23000, &[], &[]);
+    let repo = fixture_repo(svc.dir.path());
+    let created = svc.ok(
+        "POST",
+        "/v1/workspaces",
+        Some(json!({ "id": "k", "repo": repo.display().to_string() })),
+    );
+    let uid = created["workspace"]["uid"].as_u64().unwrap() as u32;
+    assert_eq!(svc.exec("k", CHANGES)["exit_code"], 0);
+
+    wait_until(10, "run script", || !pids_of(uid).is_empty());
+    let killed = svc.ok("POST", "/v1/workspaces/k/kill", None);
+    assert_eq!(killed["workspace"]["status"], "stopped");
+    assert!(
+        pids_of(uid).is_empty(),
+        "kill stops every process of the workspace"
+    );
+    let snap = killed["snapshot"]["id"].as_str().unwrap().to_string();
+    assert_eq!(killed["workspace"]["latest_snapshot"], snap.as_str());
+    // The archive script ran before the snapshot.
+    assert_eq!(
+        std::fs::read_to_string(svc.worktree("k").join("build/archived.txt")).unwrap(),
+        "archived\n"
+    );
+    let (status, v) = svc.api(
+        "POST",
+        "/v1/workspaces/k/exec",
+        Some(json!({ "cmd": "true" })),
+    );
+    assert_eq!((status, v["code"].as_str()), (409, Some("wrong_state")));
+
+    let connected = svc.ok("POST", "/v1/workspaces/k/connect", None);
+    assert_eq!(connected["workspace"]["status"], "running");
+    assert!(
+        connected["recovery"].is_null(),
+        "worktree intact: nothing restored"
+    );
+    wait_until(10, "run script restarted", || !pids_of(uid).is_empty());
+    assert_changes_kept(&svc, "k");
+
+    // Worktree gone while stopped: connect restores it from the latest snapshot.
+    svc.ok("POST", "/v1/workspaces/k/kill", None);
+    std::fs::remove_dir_all(svc.worktree("k")).unwrap();
+    let out = svc.cli(&["connect", "k"]);
+    assert!(out.status.success(), "{out:?}");
+    let info = svc.ok("GET", "/v1/workspaces/k", None);
+    let rec = &info["last_recovery"];
+    assert!(rec["restored_from"].is_string(), "{info}");
+    assert_changes_kept(&svc, "k");
+    assert_eq!(
+        std::fs::metadata(svc.worktree("k").join("untracked.txt"))
+            .unwrap()
+            .uid(),
+        uid
+    );
+}
+
+#[test]
+fn invalid_worktree_is_restored_and_lost_changes_are_reported() {
+    let svc = Svc::start(23100, &[], &[]);
+    let repo = fixture_repo(svc.dir.path());
+    svc.ok(
+        "POST",
+        "/v1/workspaces",
+        Some(json!({ "id": "r", "repo": repo.display().to_string() })),
+    );
+    svc.exec("r", "echo saved > saved.txt");
+    svc.ok("POST", "/v1/workspaces/r/snapshot", None);
+    // After the snapshot: a new file, then the repository is wrecked (no `.git`).
+    svc.exec("r", "echo unsaved > unsaved.txt && rm -rf .git");
+    let connected = svc.ok("POST", "/v1/workspaces/r/connect", None);
+    let rec = &connected["recovery"];
+    let snap = svc.ok("GET", "/v1/workspaces/r/snapshots", None)[0]["id"].clone();
+    assert_eq!(rec["restored_from"], snap, "{connected}");
+    let unrecovered: Vec<&str> = rec["unrecovered"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(unrecovered, vec!["unsaved.txt"], "{rec}");
+    assert!(
+        rec["note"].as_str().unwrap().contains("not recovered"),
+        "{rec}"
+    );
+    // Nothing is silently dropped: the damaged tree is kept aside.
+    let aside = std::path::PathBuf::from(rec["preserved_at"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(aside.join("unsaved.txt")).unwrap(),
+        "unsaved\n"
+    );
+    assert_eq!(svc.read("r", "saved.txt").1, b"saved\n");
+    assert_eq!(
+        svc.exec("r", "git rev-parse --is-inside-work-tree")["stdout"],
+        "true\n"
+    );
+    assert_eq!(
+        svc.ok("GET", "/v1/workspaces/r", None)["last_recovery"],
+        *rec
+    );
+}
+
+#[test]
+fn forks_from_one_snapshot_share_storage_and_change_independently() {
+    let svc = Svc::start(23200, &[], &[]);
+    svc.ok(
+        "POST",
+        "/v1/workspaces",
+        Some(json!({ "id": "base", "metadata": { "repo": "x" } })),
+    );
+    svc.exec(
+        "base",
+        "seq 1 20000 > numbers.txt && echo start > approach.txt",
+    );
+    let killed = svc.ok("POST", "/v1/workspaces/base/kill", None);
+    let snap = killed["snapshot"]["id"].as_str().unwrap().to_string();
+    let listed = svc.ok("GET", "/v1/workspaces?meta.repo=x", None);
+    assert_eq!(listed[0]["latest_snapshot"], snap.as_str());
+
+    let mut forks = Vec::new();
+    for name in ["a", "b"] {
+        let body = json!({ "id": name, "from": snap, "inherit_parent_metadata": true, "metadata": { "try": name } });
+        let created = svc.ok("POST", "/v1/workspaces", Some(body));
+        assert_eq!(
+            created["workspace"]["metadata"],
+            json!({ "repo": "x", "try": name })
+        );
+        assert_eq!(created["workspace"]["from_snapshot"], snap.as_str());
+        forks.push(created);
+    }
+    for (name, f) in ["a", "b"].iter().zip(&forks) {
+        // Forks share storage: their baseline snapshot stored no new bytes.
+        let snaps = svc.ok("GET", &format!("/v1/workspaces/{name}/snapshots"), None);
+        assert_eq!(snaps[0]["new_bytes"], 0, "{snaps}");
+        assert_eq!(f["workspace"]["status"], "ready", "{name}");
+    }
+    assert_ne!(
+        forks[0]["workspace"]["uid"], forks[1]["workspace"]["uid"],
+        "each fork has its own uid"
+    );
+    // The CLI forks too, showing the restore's progress.
+    let out = svc.cli(&["create", "--from", &snap, "--id", "c"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("created c ("),
+        "{out:?}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("restore: 2 files"),
+        "{out:?}"
+    );
+    svc.exec("a", "echo approach-a > approach.txt");
+    svc.exec("b", "echo approach-b > approach.txt && rm numbers.txt");
+    assert_eq!(svc.read("a", "approach.txt").1, b"approach-a\n");
+    assert_eq!(svc.read("b", "approach.txt").1, b"approach-b\n");
+    assert_eq!(svc.read("a", "numbers.txt").0, 200);
+    assert_eq!(svc.read("b", "numbers.txt").0, 404);
+    assert_eq!(svc.read("base", "approach.txt").1, b"start\n");
+
+    // Deleting the parent keeps the forks' data (shared blobs are still referenced).
+    svc.ok("DELETE", "/v1/workspaces/base", None);
+    svc.ok("POST", "/v1/workspaces/a/kill", None);
+    std::fs::remove_dir_all(svc.worktree("a")).unwrap();
+    svc.ok("POST", "/v1/workspaces/a/connect", None);
+    assert_eq!(
+        svc.read("a", "numbers.txt").1.len(),
+        std::fs::metadata(svc.worktree("a").join("numbers.txt"))
+            .unwrap()
+            .len() as usize
+    );
+    assert_eq!(svc.read("a", "approach.txt").1, b"approach-a\n");
+}
+
+#[test]
+fn unchanged_files_are_not_stored_again() {
+    let svc = Svc::start(23300, &[], &[]);
+    svc.ok("POST", "/v1/workspaces", Some(json!({ "id": "i" })));
+    svc.exec(
+        "i",
+        "head -c 1000000 /dev/urandom > blob.bin && echo v1 > small.txt",
+    );
+    let first = svc.ok("POST", "/v1/workspaces/i/snapshot", None);
+    assert!(first["new_bytes"].as_u64().unwrap() >= 1_000_000);
+    svc.exec("i", "echo v2 > small.txt");
+    let second = svc.ok("POST", "/v1/workspaces/i/snapshot", None);
+    assert_eq!(
+        second["new_bytes"], 3,
+        "only the changed small file is stored: {second}"
+    );
+    assert_eq!(second["bytes"], first["bytes"]);
+}

@@ -1,0 +1,259 @@
+//! Shared helpers for the workspace integration tests: start the real `dockwarden serve`
+//! on a temporary socket, talk raw HTTP/1.1 to it, and run the real `dockwarden ws` CLI.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_dockwarden");
+
+/// A running service with its own state directory.
+pub struct Svc {
+    child: Option<Child>,
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub state: PathBuf,
+    args: Vec<String>,
+    uid_base: u32,
+}
+
+impl Svc {
+    /// Starts `dockwarden serve` with `uid_base` (distinct per test) and extra flags.
+    pub fn start(uid_base: u32, extra: &[&str], env: &[(&str, &str)]) -> Svc {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("ws.sock");
+        let state = dir.path().join("state");
+        let mut args: Vec<String> = vec![
+            "serve".into(),
+            "--socket".into(),
+            socket.display().to_string(),
+            "--state-dir".into(),
+            state.display().to_string(),
+            "--uid-base".into(),
+            uid_base.to_string(),
+            "--uid-count".into(),
+            "50".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mut svc = Svc {
+            child: None,
+            dir,
+            socket,
+            state,
+            args,
+            uid_base,
+        };
+        svc.spawn(env);
+        svc
+    }
+
+    fn spawn(&mut self, env: &[(&str, &str)]) {
+        let log = std::fs::File::create(
+            self.dir
+                .path()
+                .join(format!("serve-{}.log", Instant::now().elapsed().as_nanos())),
+        )
+        .unwrap();
+        let mut cmd = Command::new(BIN);
+        cmd.args(&self.args).stdout(Stdio::null()).stderr(log);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        self.child = Some(cmd.spawn().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if self.try_get("/v1/health").is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("service did not start");
+    }
+
+    /// SIGKILLs the service (no cleanup on its side).
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    /// Starts the service again on the same state directory.
+    pub fn restart(&mut self, env: &[(&str, &str)]) {
+        self.kill9();
+        self.spawn(env);
+    }
+
+    fn try_get(&self, path: &str) -> Option<(u16, Vec<u8>)> {
+        http(&self.socket, "GET", path, &[]).ok()
+    }
+
+    /// Sends JSON (or nothing) and returns the status and decoded JSON.
+    pub fn api(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let body = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
+        let (status, data) = http(&self.socket, method, path, &body).unwrap();
+        (status, serde_json::from_slice(&data).unwrap_or(Value::Null))
+    }
+
+    /// Sends raw bytes and returns the raw answer.
+    pub fn raw(&self, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+        http(&self.socket, method, path, body).unwrap()
+    }
+
+    /// `api` that must succeed with 2xx.
+    pub fn ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let (status, v) = self.api(method, path, body);
+        assert!(
+            (200..300).contains(&status),
+            "{method} {path} -> {status}: {v}"
+        );
+        v
+    }
+
+    /// Runs `dockwarden ws --socket <this> <args>`.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .arg("ws")
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .unwrap()
+    }
+
+    pub fn exec(&self, id: &str, cmd: &str) -> Value {
+        self.ok(
+            "POST",
+            &format!("/v1/workspaces/{id}/exec"),
+            Some(serde_json::json!({ "cmd": cmd })),
+        )
+    }
+
+    pub fn read(&self, id: &str, path: &str) -> (u16, Vec<u8>) {
+        self.raw(
+            "GET",
+            &format!("/v1/workspaces/{id}/files/content?path={path}"),
+            &[],
+        )
+    }
+
+    pub fn worktree(&self, id: &str) -> PathBuf {
+        self.state.join("workspaces").join(id).join("worktree")
+    }
+}
+
+impl Drop for Svc {
+    fn drop(&mut self) {
+        self.kill9();
+        // Workspace processes outlive a killed service (as they would a crash); end them.
+        for uid in self.uid_base..self.uid_base + 50 {
+            for pid in pids_of(uid) {
+                let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            }
+        }
+    }
+}
+
+/// Builds the fixture repository in `dir` with `fixtures/workspace/make-repo.sh`.
+pub fn fixture_repo(dir: &Path) -> PathBuf {
+    let repo = dir.join("fixture-repo");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/workspace/make-repo.sh");
+    let st = Command::new("sh").arg(script).arg(&repo).status().unwrap();
+    assert!(st.success(), "fixture repo script failed");
+    repo
+}
+
+/// Waits until `f` holds, or panics after `secs`.
+pub fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// One HTTP/1.1 request over the Unix socket, `Connection: close`.
+pub fn http(
+    socket: &Path,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> std::io::Result<(u16, Vec<u8>)> {
+    let mut s = UnixStream::connect(socket)?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: dockwarden\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes())?;
+    s.write_all(body)?;
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp)?;
+    let split = resp
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other("no header end"))?;
+    let head = String::from_utf8_lossy(&resp[..split]).to_string();
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let mut body = resp[split + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body);
+    }
+    Ok((status, body))
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(nl) = data.windows(2).position(|w| w == b"\r\n") {
+        let size =
+            usize::from_str_radix(String::from_utf8_lossy(&data[..nl]).trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        out.extend_from_slice(&data[nl + 2..nl + 2 + size]);
+        data = &data[nl + 2 + size + 2..];
+    }
+    out
+}
+
+/// Pids of live (non-zombie) processes owned by `uid`.
+pub fn pids_of(uid: u32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for ent in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = ent.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(status) = std::fs::read_to_string(ent.path().join("status")) else {
+            continue;
+        };
+        if status
+            .lines()
+            .any(|l| l.starts_with("State:") && l.contains('Z'))
+        {
+            continue;
+        }
+        let uid_line = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .unwrap_or("");
+        if uid_line.split_whitespace().next() == Some(&uid.to_string()) {
+            out.push(pid);
+        }
+    }
+    out
+}
