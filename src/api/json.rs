@@ -44,6 +44,15 @@ pub fn fold(key: &str) -> String {
     key.to_ascii_uppercase()
 }
 
+/// `fold(a) == fold(b)` without allocating.
+pub fn fold_eq(a: &str, b: &str) -> bool {
+    a.eq_ignore_ascii_case(b)
+}
+
+/// Objects with more keys than this check duplicates through a hash set of folded keys;
+/// smaller ones scan the keys already read, which allocates nothing.
+const LINEAR_DUP_CHECK: usize = 16;
+
 /// Parses a whole body. Trailing non-whitespace, invalid UTF-8, lone surrogates, NUL in
 /// strings, fold-equal duplicate keys and keys containing `ſ`/`K` are all refused.
 pub fn parse(body: &[u8]) -> Result<Json, DecodeError> {
@@ -87,8 +96,7 @@ impl Object {
 
     /// Looks up a struct field the way Go does (exact, else folded; both give one key here).
     pub fn get(&self, field: &str) -> Option<&Json> {
-        let f = fold(field);
-        self.0.iter().find(|(k, _)| fold(k) == f).map(|(_, v)| v)
+        self.0.iter().find(|(k, _)| fold_eq(k, field)).map(|(_, v)| v)
     }
 
     /// The value of a field, with `null` treated as absent (Go leaves the zero value).
@@ -98,16 +106,14 @@ impl Object {
 
     /// Replaces the field (matching by fold) or appends it.
     pub fn set(&mut self, field: &str, value: Json) {
-        let f = fold(field);
-        match self.0.iter_mut().find(|(k, _)| fold(k) == f) {
+        match self.0.iter_mut().find(|(k, _)| fold_eq(k, field)) {
             Some(slot) => slot.1 = value,
             None => self.0.push((field.to_owned(), value)),
         }
     }
 
     pub fn remove(&mut self, field: &str) {
-        let f = fold(field);
-        self.0.retain(|(k, _)| fold(k) != f);
+        self.0.retain(|(k, _)| !fold_eq(k, field));
     }
 
     /// Entries in document order, keys exactly as sent (Go map keys are not folded).
@@ -261,13 +267,24 @@ impl<'de> Visitor<'de> for JsonVisitor {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
         let mut out: Vec<(String, Json)> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+        // Built only for large objects, so a small body costs no hashing (see LINEAR_DUP_CHECK).
+        let mut seen: Option<std::collections::HashSet<String>> = None;
         while let Some(key) = map.next_key::<String>()? {
             check_string(&key)?;
-            if key.contains(['\u{017F}', '\u{212A}']) {
+            if !key.is_ascii() && key.contains(['\u{017F}', '\u{212A}']) {
                 return Err(de::Error::custom(format!("key `{key}` contains a rune Go folds to ASCII")));
             }
-            if !seen.insert(fold(&key)) {
+            let dup = match &mut seen {
+                Some(set) => !set.insert(fold(&key)),
+                None if out.len() < LINEAR_DUP_CHECK => out.iter().any(|(k, _)| fold_eq(k, &key)),
+                None => {
+                    let mut set: std::collections::HashSet<String> = out.iter().map(|(k, _)| fold(k)).collect();
+                    let dup = !set.insert(fold(&key));
+                    seen = Some(set);
+                    dup
+                }
+            };
+            if dup {
                 return Err(de::Error::custom(format!("duplicate key `{key}` (keys are case-insensitive)")));
             }
             let v = map.next_value::<Json>()?;

@@ -69,14 +69,21 @@ fn parse_mode(s: &str) -> Result<u32, String> {
 
 pub fn main(a: ProxyArgs) -> anyhow::Result<()> {
     init_tracing();
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // One thread: the proxy's work per request is small next to the daemon's, and a single
+    // scheduler saves the cross-thread wake-ups between the client connection's task and the
+    // pooled upstream connection's task, which dominated the profile on the multi-thread
+    // runtime (benches/README.md). Blocking host-path checks still run on the blocking pool.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(serve(a))
 }
 
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    // Colour codes only for a terminal: they cost formatting time on every line and make log
+    // files harder to grep.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).try_init();
 }
 
 fn load_policy(path: Option<&Path>) -> anyhow::Result<Policy> {

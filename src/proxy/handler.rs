@@ -26,7 +26,10 @@ const HOP: &[&str] = &["connection", "keep-alive", "proxy-connection", "te", "tr
 
 /// Entry point from hyper. Never fails: errors become Docker-style responses.
 pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>, conn: Arc<ConnInfo>) -> Result<Response<ProxyBody>, std::convert::Infallible> {
-    let span = tracing::info_span!("request", http.method = %req.method(), http.path = %req.uri().path());
+    // DEBUG, not INFO: an enabled span formats its fields on every request (a measurable share
+    // of the proxy's CPU under load, see benches/README.md). The INFO and WARN lines a request
+    // can produce carry the method and path themselves.
+    let span = tracing::debug_span!("request", http.method = %req.method(), http.path = %req.uri().path());
     let index = conn.requests.fetch_add(1, Ordering::SeqCst);
     if conn.verdicts.is_ambiguous(index) {
         let e = ProxyError::BadRequest("ambiguous framing: Content-Length with Transfer-Encoding, or repeated Content-Length".into());
@@ -172,7 +175,7 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Pee
         }
         Verdict::Deny(ref d) if shared.dry_run => {
             audit.log(Some(&route), "would-deny", Some(&verdict));
-            tracing::warn!(rule.id = d.rule, "DRY RUN: would deny, forwarding anyway: {}", d.message);
+            tracing::warn!(rule.id = d.rule, http.method = %audit.method, http.path = %audit.path, "DRY RUN: would deny, forwarding anyway: {}", d.message);
             None
         }
         Verdict::Deny(d) => {
@@ -185,7 +188,7 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Pee
                 shared.sessions.end(id);
             }
             audit.log(Some(&route), "deny", Some(&Verdict::Deny(d.clone())));
-            tracing::info!(rule.id = d.rule, docker.endpoint = %route.endpoint.name(), "denied: {}", d.message);
+            tracing::info!(rule.id = d.rule, docker.endpoint = %route.endpoint.name(), http.method = %audit.method, http.path = %audit.path, "denied: {}", d.message);
             return Err(d.into());
         }
     };

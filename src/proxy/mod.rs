@@ -7,6 +7,7 @@ pub mod error;
 pub mod facts;
 pub mod framing;
 pub mod handler;
+pub mod memory;
 pub mod pins;
 pub mod server;
 pub mod sessions;

@@ -77,6 +77,8 @@ pub async fn run(
     let (done_tx, mut done_rx) = tokio::sync::mpsc::channel::<()>(1);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let slots = Arc::new(Semaphore::new(opts.max_connections));
+    let closed = Arc::new(AtomicU64::new(0));
+    let trimmer = super::memory::spawn_trimmer(closed.clone());
     tokio::pin!(shutdown);
     loop {
         let permit = tokio::select! {
@@ -110,7 +112,7 @@ pub async fn run(
             .serve_connection(Watched::new(TokioIo::new(stream), verdicts), svc)
             .with_upgrades();
         let span = tracing::info_span!("conn", peer.uid = ?peer.uid, peer.pid = ?peer.pid);
-        let (done, mut stop) = (done_tx.clone(), stop_rx.clone());
+        let (done, mut stop, closed) = (done_tx.clone(), stop_rx.clone(), closed.clone());
         tokio::spawn(
             async move {
                 tokio::pin!(conn);
@@ -124,12 +126,14 @@ pub async fn run(
                 if let Err(e) = res {
                     tracing::debug!(error = %e, "connection ended with an error");
                 }
+                closed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 drop((permit, done));
             }
             .instrument(span),
         );
     }
     drop(listener);
+    trimmer.abort();
     let _ = stop_tx.send(true);
     drop(done_tx);
     tokio::select! {

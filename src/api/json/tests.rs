@@ -64,6 +64,20 @@ fn canonical_bytes_round_trip() {
     assert_eq!(parse(&v.to_bytes()), Ok(v));
 }
 
+#[test]
+fn rejects_fold_equal_duplicates_in_large_objects() {
+    // Past the linear-scan threshold the check switches to a hash set; both halves must agree.
+    for n in [LINEAR_DUP_CHECK - 1, LINEAR_DUP_CHECK, LINEAR_DUP_CHECK + 1, 200] {
+        let keys: Vec<String> = (0..n).map(|i| format!("\"k{i}\": {i}")).collect();
+        let ok = format!("{{{}}}", keys.join(","));
+        assert!(parse(ok.as_bytes()).is_ok(), "{n} distinct keys");
+        for dup_of in [0, n / 2, n - 1] {
+            let bad = format!("{{{}, \"K{dup_of}\": 0}}", keys.join(","));
+            assert!(parse(bad.as_bytes()).is_err(), "{n} keys, duplicate of k{dup_of}");
+        }
+    }
+}
+
 /// Found by tests/go_differential.rs: Go reads `"Memory": -0` as 0, serde_json hands us -0.0.
 /// We refuse it (never a wrong value), since `-0.0` — which Go refuses — looks the same.
 #[test]

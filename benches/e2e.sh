@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# End-to-end bench: the direct daemon socket, dockwarden and HAProxy (benches/haproxy.cfg),
+# side by side against the same dockerd, alternating the targets within every round.
+#
+#   benches/e2e.sh [--quick] [--rounds N] [--out DIR]
+#   DW_BIN=/path/to/other/dockwarden benches/e2e.sh --out /tmp/before   # compare two builds
+#
+# Needs: a running dockerd at $DW_DAEMON (default /var/run/docker.sock), the image
+# dockwarden-test:latest (fixtures/make-test-image.sh), haproxy, python3 and the docker CLI.
+# The load generator is examples/loadgen.rs (built here; one thread, to leave the CPU to the
+# targets); DW_LOADGEN=oha uses `oha` instead (`cargo install oha --locked`). Writes
+# DIR/results.csv, results.json, results.md and chart.svg (DIR defaults to benches/results).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DAEMON=${DW_DAEMON:-/var/run/docker.sock}
+IMAGE=${DW_IMAGE:-dockwarden-test:latest}
+DOCKER=${DOCKER:-$(command -v docker)}
+OUT=$ROOT/benches/results
+QUICK=0
+ROUNDS=3
+while [ $# -gt 0 ]; do
+    case $1 in
+        --quick) QUICK=1; ROUNDS=1 ;;
+        --rounds) ROUNDS=$2; shift ;;
+        --out) OUT=$2; shift ;;
+        *) echo "unknown argument: $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+if [ $QUICK = 1 ]; then DUR=1s; STREAM_MIB=256; CP_MIB=64; RUNS=2; else DUR=3s; STREAM_MIB=1024; CP_MIB=256; RUNS=3; fi
+STREAMS=${DW_STREAMS:-1000}
+LOADGEN=${DW_LOADGEN:-loadgen}
+for tool in haproxy python3 "$DOCKER" $([ "$LOADGEN" = oha ] && echo oha); do
+    command -v "$tool" >/dev/null || { echo "missing tool: $tool" >&2; exit 2; }
+done
+ulimit -n 16384 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+(cd "$ROOT" && cargo build --release --quiet --bin dockwarden --example loadgen 2>/dev/null) ||
+    (cd "$ROOT" && cargo build --release --bin dockwarden --example loadgen)
+# DW_BIN runs another build of the proxy (for before/after comparisons); the default is this tree's.
+DW_BIN=${DW_BIN:-$TARGET_DIR/release/dockwarden}
+
+TMP=$(mktemp -d /tmp/dwbench.XXXXXX)
+NAME=dwbench-$$-$RANDOM
+DW_PID= HAP_PID=
+cleanup() {
+    set +e
+    "$DOCKER" -H "unix://$DAEMON" rm -f "$NAME" >/dev/null 2>&1
+    [ -n "$DW_PID" ] && kill "$DW_PID" 2>/dev/null && wait "$DW_PID" 2>/dev/null
+    [ -n "$HAP_PID" ] && kill "$HAP_PID" 2>/dev/null && wait "$HAP_PID" 2>/dev/null
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+mkdir -p "$TMP/ws" "$OUT"
+"$DW_BIN" proxy --listen "$TMP/dw.sock" --upstream "$DAEMON" --workspace "$TMP/ws" \
+    --audit-log "$TMP/audit.log" >/dev/null 2>"$TMP/dw.log" &
+DW_PID=$!
+DW_HAPROXY_LISTEN=$TMP/hap.sock DW_DAEMON=$DAEMON haproxy -f "$ROOT/benches/haproxy.cfg" -db >"$TMP/hap.log" 2>&1 &
+HAP_PID=$!
+for s in dw.sock hap.sock; do
+    for _ in $(seq 100); do [ -S "$TMP/$s" ] && break; sleep 0.1; done
+    [ -S "$TMP/$s" ] || { echo "$s did not come up" >&2; cat "$TMP"/*.log >&2; exit 1; }
+done
+
+sock() { case $1 in direct) echo "$DAEMON" ;; dockwarden) echo "$TMP/dw.sock" ;; haproxy) echo "$TMP/hap.sock" ;; esac; }
+dk() { local t=$1; shift; DOCKER_HOST="unix://$(sock "$t")" DOCKER_CLI_HINTS=false "$DOCKER" "$@"; }
+now() { date +%s.%N; }
+elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.6f}')" "$1" "$2"; }
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+
+CSV=$OUT/results.csv
+echo "round,measure,target,value,unit,better" >"$CSV"
+row() { echo "$ROUND,$1,$2,$3,$4,$5" >>"$CSV"; }
+
+"$DOCKER" -H "unix://$DAEMON" run -d --name "$NAME" "$IMAGE" sleep 86400 >/dev/null
+dk direct exec "$NAME" sh -c "head -c $((CP_MIB << 20)) /dev/zero > /tmp/big"
+head -c $((CP_MIB << 20)) /dev/zero >"$TMP/big"
+dk dockwarden version >/dev/null 2>&1 || true
+ROUND=0
+row rss_idle_fresh dockwarden "$(rss_kib "$DW_PID")" KiB lower
+row rss_idle_fresh haproxy "$(rss_kib "$HAP_PID")" KiB lower
+
+load() { # target path conns -> rps p50_ms p99_ms
+    local s; s=$(sock "$1")
+    if [ "$LOADGEN" = oha ]; then
+        oha --no-tui --output-format json -z "$DUR" -c "$3" --unix-socket "$s" "http://docker$2" 2>/dev/null
+    else
+        "$TARGET_DIR/release/examples/loadgen" "$s" "$2" "$3" "$DUR"
+    fi |
+        python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+codes = d.get("statusCodeDistribution", {})
+bad = {k: v for k, v in codes.items() if k != "200"}
+if bad or not codes:
+    sys.exit(f"unexpected status codes: {codes}")
+p = d["latencyPercentiles"]
+print(d["summary"]["requestsPerSec"], p["p50"] * 1e3, p["p99"] * 1e3)'
+}
+
+order() { # rotate the three targets by the round number
+    local t=(direct dockwarden haproxy) i
+    for i in 0 1 2; do echo "${t[$(((i + ROUND) % 3))]}"; done
+}
+
+for ROUND in $(seq 1 "$ROUNDS"); do
+    echo "round $ROUND/$ROUNDS" >&2
+    for ep in ping inspect; do
+        path=/_ping; [ $ep = inspect ] && path=/v1.41/containers/$NAME/json
+        for c in 1 16 64; do
+            for t in $(order); do
+                read -r rps p50 p99 < <(load "$t" "$path" "$c")
+                row "${ep}_c${c}_rps" "$t" "$rps" req/s higher
+                row "${ep}_c${c}_p50" "$t" "$p50" ms lower
+                row "${ep}_c${c}_p99" "$t" "$p99" ms lower
+            done
+        done
+    done
+    for t in $(order); do
+        for _ in $(seq "$RUNS"); do
+            t0=$(now); dk "$t" run --rm "$IMAGE" true >/dev/null; t1=$(now)
+            row docker_run "$t" "$(elapsed "$t0" "$t1")" s lower
+        done
+    done
+    bytes=$((STREAM_MIB << 20))
+    for t in $(order); do
+        # HAProxy 2.4+ drops `Upgrade: tcp` from a request with a body (exec start), so
+        # `docker exec` fails through it (haproxy/haproxy#2684); such a failure is recorded as
+        # missing, not as zero.
+        t0=$(now)
+        if dk "$t" exec "$NAME" sh -c "head -c $bytes /dev/zero" >/dev/null 2>"$TMP/err"; then
+            t1=$(now); row exec_stdout "$t" "$(python3 -c "print($bytes / 1048576 / ($t1 - $t0))")" MiB/s higher
+        else
+            echo "exec_stdout via $t failed: $(head -c 200 "$TMP/err")" >&2
+        fi
+        t0=$(now)
+        if head -c $bytes /dev/zero | dk "$t" exec -i "$NAME" sh -c 'cat > /dev/null' 2>"$TMP/err"; then
+            t1=$(now); row exec_stdin "$t" "$(python3 -c "print($bytes / 1048576 / ($t1 - $t0))")" MiB/s higher
+        else
+            echo "exec_stdin via $t failed: $(head -c 200 "$TMP/err")" >&2
+        fi
+    done
+    for t in $(order); do
+        rm -f "$TMP/out"
+        t0=$(now); dk "$t" cp "$NAME:/tmp/big" "$TMP/out"; t1=$(now)
+        row cp_from_container "$t" "$(python3 -c "print($CP_MIB / ($t1 - $t0))")" MiB/s higher
+        t0=$(now); dk "$t" cp "$TMP/big" "$NAME:/tmp/up"; t1=$(now)
+        row cp_to_container "$t" "$(python3 -c "print($CP_MIB / ($t1 - $t0))")" MiB/s higher
+    done
+    row rss_idle dockwarden "$(rss_kib "$DW_PID")" KiB lower
+    row rss_idle haproxy "$(rss_kib "$HAP_PID")" KiB lower
+    for t in dockwarden haproxy; do
+        pid=$DW_PID; [ $t = haproxy ] && pid=$HAP_PID
+        kib=$(python3 "$ROOT/benches/hold_streams.py" "$(sock $t)" "$STREAMS" "$pid" 2>/dev/null | awk '{print $2}')
+        row "rss_${STREAMS}_events" "$t" "$kib" KiB lower
+        sleep 1
+    done
+done
+
+MEM=$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
+cat >"$OUT/meta.json" <<JSON
+{"date": "$(date -u +%Y-%m-%dT%H:%MZ)", "machine": "$(nproc) CPUs, $MEM RAM, $(uname -r)",
+ "dockerd": "$("$DOCKER" -H "unix://$DAEMON" version --format '{{.Server.Version}} (API {{.Server.APIVersion}})')",
+ "haproxy": "$(haproxy -v | head -1 | awk '{print "HAProxy", $3}')", "rustc": "$(rustc -V | awk '{print "rustc", $2}')",
+ "loadgen": "$([ "$LOADGEN" = oha ] && oha --version || echo examples/loadgen.rs)", "mode": "$([ $QUICK = 1 ] && echo quick || echo full)", "rounds": $ROUNDS,
+ "dockwarden_bin": "$DW_BIN", "durations": "load ${DUR} per point, exec ${STREAM_MIB} MiB each way, cp ${CP_MIB} MiB each way, ${RUNS} docker runs per target per round"}
+JSON
+python3 "$ROOT/benches/report.py" "$CSV" "$OUT/meta.json" "$OUT"
