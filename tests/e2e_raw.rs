@@ -319,3 +319,33 @@ fn connection_bound_holds_extra_clients_until_a_slot_frees() {
     let n = second.read(&mut buf).expect("served once the slot is free");
     assert!(String::from_utf8_lossy(&buf[..n]).contains("200 OK"));
 }
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
+}
+
+#[test]
+fn closed_event_streams_release_their_sockets() {
+    let p = Proxy::start(&[]);
+    let pid = p.child.id();
+    assert!(p.raw(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n").contains("200 OK"));
+    let before = open_fds(pid);
+    let mut streams = Vec::new();
+    for _ in 0..50 {
+        let mut s = UnixStream::connect(&p.socket).expect("connect");
+        s.write_all(b"GET /v1.41/events HTTP/1.1\r\nHost: x\r\n\r\n").expect("write");
+        s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        let mut buf = [0u8; 512];
+        let n = s.read(&mut buf).expect("response head");
+        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+        streams.push(s);
+    }
+    assert!(open_fds(pid) >= before + 50, "streams are open");
+    drop(streams);
+    // No event happens meanwhile: the proxy must notice the clients left on its own.
+    let t0 = Instant::now();
+    while open_fds(pid) > before + 5 && t0.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(open_fds(pid) <= before + 5, "sockets of closed event streams are still open: {} vs {before}", open_fds(pid));
+}

@@ -108,7 +108,10 @@ pub async fn run(
             .timer(TokioTimer::new())
             .header_read_timeout(opts.header_timeout)
             .keep_alive(true)
-            .half_close(true)
+            // INVARIANT: a client EOF ends the connection, as in Go's net/http (dockerd cancels
+            // the request when the client goes away): with half-close kept open, a closed
+            // `/events` stream would hold both sockets until the daemon's next event.
+            .half_close(false)
             .serve_connection(Watched::new(TokioIo::new(stream), verdicts), svc)
             .with_upgrades();
         let span = tracing::info_span!("conn", peer.uid = ?peer.uid, peer.pid = ?peer.pid);
