@@ -245,11 +245,9 @@ fn forward_headers(src: &HeaderMap, upgrade: bool) -> HeaderMap {
         }
         out.append(k.clone(), v.clone());
     }
-    if upgrade {
-        if let Some(u) = src.get(header::UPGRADE) {
-            out.insert(header::UPGRADE, u.clone());
-            out.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-        }
+    if upgrade && let Some(u) = src.get(header::UPGRADE) {
+        out.insert(header::UPGRADE, u.clone());
+        out.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
     }
     out
 }
