@@ -99,6 +99,18 @@ impl Object {
         self.0.iter().find(|(k, _)| fold_eq(k, field)).map(|(_, v)| v)
     }
 
+    /// Mutable access to a struct field, matched like [`Object::get`].
+    pub fn get_mut(&mut self, field: &str) -> Option<&mut Json> {
+        self.0.iter_mut().find(|(k, _)| fold_eq(k, field)).map(|(_, v)| v)
+    }
+
+    /// Appends an entry whose key is known not to fold-equal any present key (it comes from
+    /// another object that was already checked). Cheaper than [`Object::set`].
+    pub(crate) fn push_unique(&mut self, key: &str, value: Json) {
+        debug_assert!(self.get(key).is_none(), "push_unique with a present key");
+        self.0.push((key.to_owned(), value));
+    }
+
     /// The value of a field, with `null` treated as absent (Go leaves the zero value).
     pub fn field(&self, field: &str) -> Option<&Json> {
         self.get(field).filter(|v| !v.is_null())

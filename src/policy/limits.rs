@@ -62,16 +62,32 @@ fn current_body(req: &Request, p: &Permitted) -> Result<Object, Denial> {
     }
 }
 
-fn apply_create(req: &Request, facts: &Facts, policy: &Policy, p: Permitted) -> Result<Permitted, Denial> {
+fn apply_create(req: &Request, facts: &Facts, policy: &Policy, mut p: Permitted) -> Result<Permitted, Denial> {
     check_count(facts.container_count, policy.limits.max_containers)?;
-    let mut body = current_body(req, &p)?;
-    let mut hc = body.object("HostConfig")?.cloned().unwrap_or_default();
-    check_resources(&hc, &facts.env)?;
-    check_cgroup_parent(&hc, &facts.env)?;
+    {
+        let empty = Object::new();
+        let body = p.body().or(req.body.as_ref());
+        let hc = match body {
+            Some(Json::Object(o)) => o.object("HostConfig")?.unwrap_or(&empty),
+            None | Some(Json::Null) => &empty,
+            Some(_) => return Err(Denial::new("request.body.invalid", "the body must be a JSON object")),
+        };
+        check_resources(hc, &facts.env)?;
+        check_cgroup_parent(hc, &facts.env)?;
+    }
     let Some(parent) = &facts.env.cgroup_parent else { return Ok(p) };
-    hc.set("CgroupParent", Json::String(parent.clone()));
-    body.set("HostConfig", Json::Object(hc));
-    Ok(p.with_body(Json::Object(body)).rewrite("limits.cgroup_parent", format!("CgroupParent set to `{parent}`")))
+    p.edit_body(req, |body| {
+        match body.get_mut("HostConfig") {
+            Some(Json::Object(hc)) => hc.set("CgroupParent", Json::String(parent.clone())),
+            _ => {
+                let mut hc = Object::new();
+                hc.set("CgroupParent", Json::String(parent.clone()));
+                body.set("HostConfig", Json::Object(hc));
+            }
+        }
+        Ok(())
+    })?;
+    Ok(p.rewrite("limits.cgroup_parent", format!("CgroupParent set to `{parent}`")))
 }
 
 fn check_count(count: Option<u64>, max: u64) -> Result<(), Denial> {

@@ -115,6 +115,25 @@ impl Permitted {
         self
     }
 
+    /// Edits the body that will be forwarded in place: the rules' rewrite if there is one,
+    /// else a copy of the client's object (an absent or null body counts as `{}`).
+    pub(in crate::policy) fn edit_body<T>(
+        &mut self,
+        req: &Request,
+        f: impl FnOnce(&mut crate::api::json::Object) -> Result<T, Denial>,
+    ) -> Result<T, Denial> {
+        if self.body.is_none() {
+            self.body = Some(match &req.body {
+                None | Some(Json::Null) => Json::Object(crate::api::json::Object::new()),
+                Some(b) => b.clone(),
+            });
+        }
+        match &mut self.body {
+            Some(Json::Object(o)) => f(o),
+            _ => Err(Denial::new("request.body.invalid", "the body must be a JSON object")),
+        }
+    }
+
     pub(in crate::policy) fn with_query(mut self, q: Query) -> Self {
         self.query = Some(q);
         self

@@ -34,7 +34,8 @@ const SCOPES: [Option<&str>; 2] = [Some("HostConfig"), None];
 pub fn needs(req: &Request) -> Vec<FactQuery> {
     let mut out = BTreeSet::new();
     if let Some(Json::Object(body)) = &req.body {
-        visit(&mut body.clone(), &mut |src| {
+        // Only the bind-carrying fields are copied: the visitor works on a mutable object.
+        visit(&mut bind_fields(body), &mut |src| {
             out.insert(clean(src));
             None
         });
@@ -45,10 +46,10 @@ pub fn needs(req: &Request) -> Vec<FactQuery> {
 /// Replaces every bind source beneath the workspace (and every source the container rules
 /// asked to pin) with its pin, and records one `PinBindSource` effect per pinned source so
 /// the proxy knows which pins the forwarded request uses. Must be the last body rewrite.
-pub fn apply(req: &Request, facts: &Facts, p: Permitted) -> Result<Permitted, Denial> {
-    let Some(Json::Object(mut body)) = p.body().cloned().or_else(|| req.body.clone()) else {
+pub fn apply(req: &Request, facts: &Facts, mut p: Permitted) -> Result<Permitted, Denial> {
+    if !matches!(p.body().or(req.body.as_ref()), Some(Json::Object(_))) {
         return Ok(p);
-    };
+    }
     let asked: BTreeSet<String> = p
         .effects()
         .iter()
@@ -63,7 +64,9 @@ pub fn apply(req: &Request, facts: &Facts, p: Permitted) -> Result<Permitted, De
     let beneath = |k: &str| !socket(k) && !ws.is_empty() && (k == ws || k.strip_prefix(ws).is_some_and(|r| r.starts_with('/')));
     let mut pinned: Vec<(String, String)> = Vec::new();
     let mut failed: Option<String> = None;
-    visit(&mut body, &mut |src| {
+    // INVARIANT: on a denial `p` is dropped; without a pin the visit leaves every value as it was.
+    p.edit_body(req, |body| {
+        visit(body, &mut |src| {
         let key = clean(src);
         if !(asked.contains(&key) || beneath(&key)) {
             return None;
@@ -78,14 +81,15 @@ pub fn apply(req: &Request, facts: &Facts, p: Permitted) -> Result<Permitted, De
                 None
             }
         }
-    });
+        });
+        Ok(())
+    })?;
     if let Some(src) = failed {
         return Err(Denial::new("container.bind.pin_failed", format!("bind source `{src}` could not be pinned")));
     }
     if pinned.is_empty() {
         return Ok(p);
     }
-    let mut p = p.with_body(Json::Object(body));
     pinned.sort();
     pinned.dedup();
     for (src, pin) in pinned {
@@ -97,17 +101,30 @@ pub fn apply(req: &Request, facts: &Facts, p: Permitted) -> Result<Permitted, De
     Ok(p)
 }
 
+/// A copy of just the fields [`visit`] reads: `Binds` and `Mounts`, top-level and in `HostConfig`.
+fn bind_fields(body: &Object) -> Object {
+    let pick = |from: &Object| {
+        let mut o = Object::new();
+        for k in ["Binds", "Mounts"] {
+            if let Some(v) = from.get(k) {
+                o.push_unique(k, v.clone());
+            }
+        }
+        o
+    };
+    let mut out = pick(body);
+    if let Some(Json::Object(hc)) = body.get("HostConfig") {
+        out.push_unique("HostConfig", Json::Object(pick(hc)));
+    }
+    out
+}
+
 /// Calls `f` on each absolute bind source; when it returns a replacement, substitutes it.
 fn visit(body: &mut Object, f: &mut dyn FnMut(&str) -> Option<String>) {
     for scope in SCOPES {
         let obj = match scope {
-            Some(k) => match body.get(k) {
-                Some(Json::Object(o)) => {
-                    let mut o = o.clone();
-                    visit_scope(&mut o, f);
-                    body.set(k, Json::Object(o));
-                    continue;
-                }
+            Some(k) => match body.get_mut(k) {
+                Some(Json::Object(o)) => o,
                 _ => continue,
             },
             None => &mut *body,
@@ -222,13 +239,15 @@ mod tests {
         let mut f = facts(&[]);
         f.env.proxy_socket = "/ws/docker.sock".into();
         let p = apply(&r, &f, Permitted::allow(&r)).expect("allowed");
-        assert!(p.body().is_none());
+        assert!(p.body().is_none_or(|b| Some(b) == r.body.as_ref()), "body unchanged");
+        assert!(p.rewrites().is_empty());
     }
 
     #[test]
     fn bodies_without_workspace_binds_are_left_alone() {
         let r = req(r#"{"Image":"x","HostConfig":{"Binds":["/outside:/o","named:/n"]}}"#);
         let p = apply(&r, &facts(&[]), Permitted::allow(&r)).expect("allowed");
-        assert!(p.body().is_none() && p.effects().is_empty());
+        assert!(p.body().is_none_or(|b| Some(b) == r.body.as_ref()) && p.effects().is_empty());
+        assert!(p.rewrites().is_empty());
     }
 }

@@ -68,12 +68,19 @@ pub(crate) fn fact_missing(what: &str) -> Denial {
 /// The facts a create needs: bind sources, referenced volumes, join targets and, for
 /// `PublishAllPorts`, the image. The container count is for the limits rules.
 pub fn needs_create(req: &Request, _policy: &Policy) -> Result<Vec<FactQuery>, Denial> {
-    let cb = model::effective(req)?;
+    let owned;
+    let (body, hc) = match model::borrowed(req) {
+        Some(pair) => pair,
+        None => {
+            owned = model::effective(req)?;
+            (&owned.body, &owned.hc)
+        }
+    };
     let mut q = vec![FactQuery::ContainerCount];
-    q.extend(binds::needs(&cb.hc)?);
-    q.extend(mounts::needs(&cb.hc)?);
-    q.extend(namespaces::needs(&cb.hc)?);
-    q.extend(ports::needs(&cb.body, &cb.hc)?);
+    q.extend(binds::needs(hc)?);
+    q.extend(mounts::needs(hc)?);
+    q.extend(namespaces::needs(hc)?);
+    q.extend(ports::needs(body, hc)?);
     q.sort();
     q.dedup();
     Ok(q)

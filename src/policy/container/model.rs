@@ -9,7 +9,7 @@
 //!   `HostConfig` (recorded as a rewrite), and judged there;
 //! - inner `HostConfig` present: any non-null top-level HostConfig key is refused.
 
-use crate::api::json::{Json, Object, fold};
+use crate::api::json::{Json, Object, fold_eq};
 use crate::policy::{Denial, Request};
 
 /// Every field name of `HostConfig` and its embedded `Resources` from 20.10 to 29.x, plus the
@@ -45,15 +45,15 @@ pub(super) struct CreateBody {
 }
 
 fn is_host_config_field(key: &str) -> bool {
-    let k = fold(key);
-    HOST_CONFIG_FIELDS.iter().any(|f| fold(f) == k)
+    HOST_CONFIG_FIELDS.iter().any(|f| fold_eq(f, key))
 }
 
 /// Splits a create body the way the daemon will read it; refuses ambiguous mixes.
 pub(super) fn effective(req: &Request) -> Result<CreateBody, Denial> {
+    let empty = Object::new();
     let top = match &req.body {
-        None | Some(Json::Null) => Object::new(),
-        Some(Json::Object(o)) => o.clone(),
+        None | Some(Json::Null) => &empty,
+        Some(Json::Object(o)) => o,
         Some(_) => return Err(Denial::new("request.body.invalid", "the body must be a JSON object")),
     };
     if top.field(LEGACY_CPUSET).is_some() {
@@ -64,11 +64,11 @@ pub(super) fn effective(req: &Request) -> Result<CreateBody, Denial> {
     let mut hc = Object::new();
     let mut moved = Vec::new();
     for (k, v) in top.entries() {
-        if fold(k) == fold("HostConfig") {
+        if fold_eq(k, "HostConfig") {
             continue;
         }
         if !is_host_config_field(k) {
-            body.set(k, v.clone());
+            body.push_unique(k, v.clone());
             continue;
         }
         match (&inner, v) {
@@ -80,12 +80,24 @@ pub(super) fn effective(req: &Request) -> Result<CreateBody, Denial> {
                 ));
             }
             (None, _) => {
-                hc.set(k, v.clone());
+                hc.push_unique(k, v.clone());
                 moved.push(k.to_owned());
             }
         }
     }
     Ok(CreateBody { body, hc: inner.unwrap_or(hc), moved })
+}
+
+/// The common modern shape, read without copying: `(top-level body, inner HostConfig)` when the
+/// body has an inner `HostConfig` object and no other top-level host setting. `None` means
+/// "use [`effective`]", which handles (or refuses) every other shape.
+pub(super) fn borrowed(req: &Request) -> Option<(&Object, &Object)> {
+    let Some(Json::Object(top)) = &req.body else { return None };
+    let Some(Json::Object(hc)) = top.get("HostConfig") else { return None };
+    let legacy = top.entries().any(|(k, v)| {
+        !v.is_null() && (fold_eq(k, LEGACY_CPUSET) || (!fold_eq(k, "HostConfig") && is_host_config_field(k)))
+    });
+    (!legacy).then_some((top, hc))
 }
 
 impl CreateBody {
