@@ -13,7 +13,11 @@ export DOCKER_HOST=unix:///var/run/docker.sock
 mkdir -p target
 log=target/test-output.log
 status=0
-cargo test --release --all-targets -- --test-threads=4 --show-output >"$log" 2>&1 || status=$?
+{
+  cargo test --release --lib --bins --tests --examples -- --test-threads=4 --show-output &&
+  # Criterion benches take no libtest flags; in test mode each runs once as a smoke test.
+  cargo test --release --benches
+} >"$log" 2>&1 || status=$?
 grep -E '^ +Running |^test result|^test .*(FAILED|ignored)|^(skip|SKIPPED)|^skipped:|^go_differential|^oracle|parallel creates|past the budget|fork loop|creates were allowed|^error' "$log" || true
 if [ "$status" -ne 0 ]; then
   echo "---- failures (full log: $log) ----"
