@@ -18,7 +18,10 @@ status=0
   # Criterion benches take no libtest flags; in test mode each runs once as a smoke test.
   cargo test --release --benches
 } >"$log" 2>&1 || status=$?
-grep -E '^ +Running |^test result|^test .*(FAILED|ignored)|^(skip|SKIPPED)|^skipped:|^go_differential|^oracle|parallel creates|past the budget|fork loop|creates were allowed|^error' "$log" || true
+grep -E '^ +Running |^test result|^test .* (FAILED|ignored)$|^(skip|SKIPPED)|^skipped:|^go_differential|^oracle|parallel creates|past the budget|fork loop|creates were allowed|^error' "$log" || true
+# One closing line over every suite.
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
+     END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"
 if [ "$status" -ne 0 ]; then
   echo "---- failures (full log: $log) ----"
   sed -n '/^failures:/,/^test result/p' "$log" | tail -300
