@@ -83,7 +83,21 @@ fn rejects_buildx_docker_container_driver_because_its_container_is_privileged(e:
     let p = Proxy::start_on(e, &[]);
     let buildx = cli28().map(|cli| run_with_timeout(p.cmd(cli).args(["buildx", "version"]), None, std::time::Duration::from_secs(30)));
     if buildx.is_some_and(|o| o.status.success()) {
-        let o = p.docker(&["buildx", "create", "--driver", "docker-container", "--name", &unique("bx"), "--bootstrap"]);
+        // buildx pulls its BuildKit image first and, when that fails (no registry here), goes on
+        // with a local image of that name: the test image stands in for it.
+        let bk = "moby/buildkit:buildx-stable-1";
+        let had = e.daemon(&["image", "inspect", bk]).status.success();
+        if !had {
+            ok(e.daemon(&["tag", IMAGE, bk]));
+        }
+        // A config directory of its own, so the builder record buildx writes goes with the test.
+        let mut create = p.cmd(cli28().expect("cli"));
+        create.env("DOCKER_CONFIG", p.workspace.join(".docker"));
+        create.args(["buildx", "create", "--driver", "docker-container", "--name", &unique("bx"), "--bootstrap"]);
+        let o = run_with_timeout(&mut create, None, std::time::Duration::from_secs(120));
+        if !had {
+            let _ = e.daemon(&["rmi", bk]);
+        }
         assert!(stderr(&o).contains("rule container.privileged"), "{}", stderr(&o));
     }
     let r = post_json(&p, "/v1.41/containers/create?name=buildx_buildkit_x0", BUILDX_CREATE);
