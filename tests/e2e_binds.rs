@@ -215,7 +215,7 @@ fn pins_of_a_proxy_that_is_gone_are_released_by_the_next_proxy(e: &Engine) {
     let _ = first.child.wait();
     e.force_remove(&id);
     let other = tempfile::Builder::new().prefix("dwbind2").tempdir_in("/tmp").expect("tempdir");
-    let _second = Proxy::start_in(other, ws, &["--pin-dir", b.to_str().expect("utf8")]);
+    let _second = Proxy::start_in_on(e, other, ws, &["--pin-dir", b.to_str().expect("utf8")]);
     wait_until("the gone proxy's pin is released", Duration::from_secs(15), || pins_left(&a) == 0);
     wait_until("its directory and lock are removed", Duration::from_secs(5), || {
         !a.exists() && !root.join("pins/a.lock").exists()

@@ -56,7 +56,15 @@ fn compose_project_comes_up_and_down_through_the_proxy(e: &Engine, c: Compose) {
         assert_eq!(body, "hello from the workspace", "published port answers on 127.0.0.1");
         let logs = ok(compose(c, &p, &dir, &project, &port, &["logs", "worker"]));
         assert!(logs.contains("worker-up"), "{logs}");
-        let out = ok(compose(c, &p, &dir, &project, &port, &["exec", "-T", "worker", "cat", "/data/last"]));
+        // The worker fetches once a second and may have started before web listened.
+        let mut out = String::new();
+        for _ in 0..50 {
+            out = stdout(&compose(c, &p, &dir, &project, &port, &["exec", "-T", "worker", "cat", "/data/last"]));
+            if !out.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
         assert_eq!(out, "hello from the workspace", "worker fetched web over the custom network into the named volume");
         let web = ok(e.daemon(&["ps", "-q", "--filter", &format!("label=com.docker.compose.project={project}"), "--filter", "label=com.docker.compose.service=web"]));
         let inspect = e.inspect(web.lines().next().expect("web container"));

@@ -26,10 +26,13 @@ fn exists(e: &Engine, network: &str) -> bool {
     e.daemon(&["network", "inspect", network]).status.success()
 }
 
-/// A subnet no host route covers: 10.(200+pid%50).(pid/50%250).0/24.
-fn free_subnet() -> String {
+/// A subnet no host route covers: 10.(200+pid%50).(pid/50%250 + engine offset).0/24. The proxy
+/// checks subnets against the routes of its own (the host's) network namespace, where Engine
+/// 20.10's bridges are: the two engines' tests, which run at once, take different subnets.
+fn free_subnet(e: &Engine) -> String {
     let pid = std::process::id();
-    format!("10.{}.{}.0/24", 200 + pid % 50, pid / 50 % 250)
+    let offset = if e.name == "20.10" { 0 } else { 125 };
+    format!("10.{}.{}.0/24", 200 + pid % 50, (pid / 50 + offset) % 250)
 }
 
 /// A host route with a real prefix (not the default route, not a Docker bridge).
@@ -47,7 +50,7 @@ fn network_create_allows_plain_bridges_and_refuses_the_rest(e: &Engine) {
     let ok_tuned = unique("net-tuned");
     let mut clean = Cleanup { engine: e.clone(), containers: vec![], networks: vec![ok_plain.clone(), ok_tuned.clone()] };
     ok(p.docker(&["network", "create", &ok_plain]));
-    let subnet = free_subnet();
+    let subnet = free_subnet(e);
     ok(p.docker(&["network", "create", "--subnet", &subnet, "--internal", "-o", "com.docker.network.driver.mtu=1400", &ok_tuned]));
     let refused: Vec<(Vec<String>, &str)> = vec![
         (vec!["-d".into(), "macvlan".into()], "network.driver"),
