@@ -176,16 +176,20 @@ fn raw_bodies_the_cli_cannot_express(e: &Engine) {
         r#"{"Image":"IMG","ExposedPorts":{"80/tcp":{}},"PortBindings":{"80/tcp":[{"HostIp":"localhost"}]},"Memory":67108864}"#,
         r#"{"Image":"IMG","ExposedPorts":{"7000/tcp":{}},"HostConfig":{"PublishAllPorts":true}}"#,
     ];
-    for body in allowed {
+    // Engine 26.1 (API 1.44 and later) ignores top-level HostConfig fields at its own API
+    // version; the proxy moves them into HostConfig before forwarding, so at /v1.45 they take
+    // effect (and are judged) just as at /v1.41.
+    let versions: &[&str] = if e.name == "20.10" { &["1.41"] } else { &["1.41", "1.45"] };
+    for (body, version) in allowed.iter().flat_map(|b| versions.iter().map(move |v| (*b, *v))) {
         let name = unique("rawok");
         let _c = Cleanup(e.clone(), vec![name.clone()]);
-        let (status, text) = post(&p, &format!("/v1.41/containers/create?name={name}"), &body.replace("IMG", IMAGE));
+        let (status, text) = post(&p, &format!("/v{version}/containers/create?name={name}"), &body.replace("IMG", IMAGE));
         assert_eq!(status, 201, "{body}: {text}");
         let c = assert_confined(&p, &name);
         assert!(c["HostConfig"]["PortBindings"].as_object().is_some_and(|m| !m.is_empty()), "{body}: no bindings");
         assert_eq!(c["HostConfig"]["PublishAllPorts"], false);
         if body.contains("Memory") {
-            assert_eq!(c["HostConfig"]["Memory"], 67108864, "legacy Memory was moved into HostConfig");
+            assert_eq!(c["HostConfig"]["Memory"], 67108864, "/v{version}: legacy Memory was moved into HostConfig");
         }
     }
 }
