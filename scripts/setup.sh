@@ -33,6 +33,9 @@ fi
 
 DOCKER_HOST=unix:///var/run/docker.sock "$top/fixtures/make-test-image.sh"
 
-# Engine 26.1, buildx and Compose v2 (trixie's packages, unpacked into /opt/docker26).
+# Engine 26.1, buildx and Compose v2 (trixie's packages, unpacked into /opt/docker26), unless
+# DW_ENGINE26=0 (scripts/run-proxy.sh needs only the system's engine).
 . "$top/scripts/engine26.sh"
-d26_all
+if [ "${DW_ENGINE26:-1}" != 0 ]; then
+  d26_all
+fi
