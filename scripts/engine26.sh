@@ -64,6 +64,14 @@ d26_plugins() {
   done
 }
 
+# True when $1 is a running (not zombie) dockerd.
+d26_live_dockerd() {
+  [ -n "$1" ] && [ -r "/proc/$1/stat" ] || return 1
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  case "$stat" in *"(dockerd) Z"*) return 1 ;; *"(dockerd) "*) return 0 ;; *) return 1 ;; esac
+}
+
 d26_ping() { curl -sf --max-time 5 --unix-socket "$D26_SOCK" http://docker/_ping >/dev/null 2>&1; }
 
 # Starts the second dockerd in its network namespace unless its socket answers.
@@ -78,16 +86,25 @@ d26_start() {
   cat >"$D26_RUN/daemon.json" <<EOF
 {"data-root":"$D26_DATA","exec-root":"$D26_RUN/exec","pidfile":"$D26_RUN/docker.pid","hosts":["unix://$D26_SOCK"],"bip":"$D26_BIP","default-address-pools":[{"base":"$D26_POOL","size":24}]}
 EOF
-  # A pidfile of a dead daemon would stop the start.
-  if [ -f "$D26_RUN/docker.pid" ] && ! kill -0 "$(cat "$D26_RUN/docker.pid")" 2>/dev/null; then
-    rm -f "$D26_RUN/docker.pid"
+  # A daemon that holds the pidfile may be starting or dying: wait for it to answer or go.
+  local pid _
+  pid=$(cat "$D26_RUN/docker.pid" 2>/dev/null || true)
+  for _ in $(seq 1 30); do
+    d26_live_dockerd "$pid" || break
+    d26_ping && return 0
+    sleep 1
+  done
+  if d26_live_dockerd "$pid"; then
+    d26_log "dockerd $pid holds $D26_RUN/docker.pid but does not answer on $D26_SOCK" >&2
+    return 1
   fi
+  # A pidfile of a dead daemon would stop the start.
+  rm -f "$D26_RUN/docker.pid"
   d26_log "starting dockerd 26 on $D26_SOCK in netns $D26_NETNS (log: $D26_RUN/dockerd.log)"
   # containerd, docker-proxy and docker-init come from the prefix; runc from /usr/sbin.
   (PATH="$D26_PREFIX/usr/sbin:$D26_PREFIX/usr/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
      setsid nsenter --net="$D26_NETNS_PATH" "$D26_PREFIX/usr/sbin/dockerd" --config-file "$D26_RUN/daemon.json" \
      </dev/null >>"$D26_RUN/dockerd.log" 2>&1 &)
-  local _
   for _ in $(seq 1 60); do d26_ping && break; sleep 1; done
   d26_ping || { tail -40 "$D26_RUN/dockerd.log" >&2; return 1; }
 }
