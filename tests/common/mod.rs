@@ -130,7 +130,7 @@ pub fn on_engine(name: &str, body: impl FnOnce(&Engine)) {
         None => {
             let required = std::env::var("DW_ENGINES_REQUIRED").unwrap_or_default();
             assert!(!required.split([' ', ',']).any(|r| r == name), "Engine {name} is required (DW_ENGINES_REQUIRED) but does not answer");
-            eprintln!("skip: Engine {name} does not answer on its socket (scripts/engine26.sh starts it)");
+            eprintln!("skip: Engine {name} does not answer on its socket (scripts/setup.sh starts both engines)");
         }
     }
 }
