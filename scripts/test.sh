@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test on a Debian machine as root: sets the machine up (packages, dockerd, test
 # image, Engine 26.1), then unit tests, policy cases, property tests, the Go differential and the
-# end-to-end suites against both real engines (20.10 and 26.1; the Compose suites with v1 and v2). Test binaries run one after another (cargo's default).
+# end-to-end suites against both real engines, 20.10 and 26.1 (the Compose suites with v1 and
+# v2; docs/ci.md). Test binaries run one after another (cargo's default).
 #
 # The full output (with every test's own lines) goes to target/test-output.log; what is printed
 # here is each suite, its result line, every skip with its reason, the measurements tests
