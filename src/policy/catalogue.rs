@@ -70,7 +70,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "system.prune",
         rationale: "prune endpoints act on the whole daemon, not only the workspace's objects",
-        hint: "remove objects by name instead",
+        hint: "remove objects by name instead (a private-daemon policy profile allows prune)",
     },
     Rule {
         id: "image.import_url",

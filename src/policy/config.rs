@@ -27,6 +27,21 @@ pub struct Policy {
     pub ports: Ports,
     pub network: Network,
     pub sysctls: Sysctls,
+    /// Where the daemon sits: shared (`default`) or the workspace's own (`private-daemon`).
+    #[serde(default)]
+    pub profile: Profile,
+}
+
+/// What the daemon behind the proxy holds, which decides whether daemon-wide verbs are the
+/// workspace's to use (`src/policy/profile.rs`).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    /// The daemon may hold other users' objects: prune and user-network builds are refused.
+    #[default]
+    Default,
+    /// A per-workspace private daemon: everything on it is the workspace's own.
+    PrivateDaemon,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -159,6 +174,14 @@ mod tests {
         assert!(Sysctls::matches("net.*", "net.ipv6.conf.all.disable_ipv6"));
         assert!(Sysctls::matches("fs.mqueue.", "fs.mqueue.msg_max"));
         assert!(!Sysctls::matches("kernel.sem", "kernel.sem_next_id"));
+    }
+
+    #[test]
+    fn profile_defaults_and_parses() {
+        assert_eq!(Policy::default_policy().profile, Profile::Default);
+        let p = Policy::from_toml(&DEFAULT_POLICY.replace("profile = \"default\"", "profile = \"private-daemon\"")).expect("parses");
+        assert_eq!(p.profile, Profile::PrivateDaemon);
+        assert!(Policy::from_toml(&DEFAULT_POLICY.replace("profile = \"default\"", "profile = \"open\"")).is_err());
     }
 
     #[test]

@@ -166,7 +166,7 @@ pub fn check_endpoints(req: &Request, facts: &Facts, policy: &Policy) -> Result<
 }
 
 /// The network a container would join must exist and meet the same rules as a new one.
-fn check_joinable(reference: &str, facts: &Facts, policy: &Policy) -> Result<(), Denial> {
+pub(crate) fn check_joinable(reference: &str, facts: &Facts, policy: &Policy) -> Result<(), Denial> {
     let rule = "network.connect";
     let nf = match facts.networks.get(reference) {
         None => return Err(Denial::new(rule, format!("network `{reference}` was not looked up"))),
