@@ -30,23 +30,46 @@ fn rule(r: &Result<grpc::Allowed, Refusal>) -> Option<String> {
 
 #[test]
 fn captured_solve_requests_get_their_expected_decisions() {
-    let cases: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(format!("{DIR}/cases.json")).expect("cases")).expect("json");
-    let budget = Environment { cgroup_parent: Some("/dockwarden".into()), ..Environment::default() };
+    let cases: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{DIR}/cases.json")).expect("cases"))
+            .expect("json");
+    let budget = Environment {
+        cgroup_parent: Some("/dockwarden".into()),
+        ..Environment::default()
+    };
     let mut n = 0;
     for c in cases.as_array().expect("list") {
         let file = c["file"].as_str().expect("file");
         let msg = load(file);
         let j = judged(c["method"].as_str().expect("method"));
         let want = c["expect"].as_str().map(str::to_owned);
-        assert_eq!(rule(&grpc::decide(j, &msg, &Environment::default())), want, "{file}");
+        assert_eq!(
+            rule(&grpc::decide(j, &msg, &Environment::default())),
+            want,
+            "{file}"
+        );
         let with_budget = grpc::decide(j, &msg, &budget);
         assert_eq!(rule(&with_budget), want, "{file} with the budget on");
         if c["budget_rewrite"].as_bool() == Some(true) {
-            let out = with_budget.expect("allowed").message().expect("rewritten").to_vec();
+            let out = with_budget
+                .expect("allowed")
+                .message()
+                .expect("rewritten")
+                .to_vec();
             assert!(out.starts_with(&msg), "{file}: the client's bytes are kept");
-            let attrs = GatewaySolveRequest::decode(out.as_slice()).expect("decodes").frontend_opt;
-            assert_eq!(attrs.get("cgroup-parent").map(String::as_str), Some("/dockwarden"), "{file}");
-            assert_eq!(attrs.get("filename").map(String::as_str), Some("Dockerfile"), "{file}: other attributes stay");
+            let attrs = GatewaySolveRequest::decode(out.as_slice())
+                .expect("decodes")
+                .frontend_opt;
+            assert_eq!(
+                attrs.get("cgroup-parent").map(String::as_str),
+                Some("/dockwarden"),
+                "{file}"
+            );
+            assert_eq!(
+                attrs.get("filename").map(String::as_str),
+                Some("Dockerfile"),
+                "{file}: other attributes stay"
+            );
         }
         n += 1;
     }
@@ -56,11 +79,22 @@ fn captured_solve_requests_get_their_expected_decisions() {
 #[test]
 fn host_network_without_the_entitlement_is_refused_by_its_attribute() {
     // `--network host` without `--allow`: the same request minus its entitlement.
-    let mut r = ControlSolveRequest::decode(load("buildx-allow-network-host.control-solve.bin").as_slice()).expect("decodes");
+    let mut r =
+        ControlSolveRequest::decode(load("buildx-allow-network-host.control-solve.bin").as_slice())
+            .expect("decodes");
     assert!(r.entitlements.iter().all(|e| e == "network.host") && !r.entitlements.is_empty());
-    assert_eq!(r.frontend_attrs.get("force-network-mode").map(String::as_str), Some("host"));
+    assert_eq!(
+        r.frontend_attrs
+            .get("force-network-mode")
+            .map(String::as_str),
+        Some("host")
+    );
     r.entitlements.clear();
-    let out = grpc::decide(Judged::ControlSolve, &r.encode_to_vec(), &Environment::default());
+    let out = grpc::decide(
+        Judged::ControlSolve,
+        &r.encode_to_vec(),
+        &Environment::default(),
+    );
     assert_eq!(rule(&out).as_deref(), Some("build.network"));
 }
 

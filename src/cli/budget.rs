@@ -82,7 +82,11 @@ pub async fn prepare(a: &BudgetArgs, policy: &Policy, up: &Upstream) -> anyhow::
 fn warn_daemon_config(a: &BudgetArgs, server_version: &str) {
     let text = std::fs::read_to_string(&a.daemon_config).ok();
     let major = server_version.split('.').next().and_then(|m| m.parse::<u64>().ok());
-    for w in limits::daemon_config::warnings(text.as_deref(), major) {
-        tracing::warn!(daemon.config = %a.daemon_config.display(), "{w}");
+    for f in limits::daemon_config::findings(text.as_deref(), major) {
+        if f.error {
+            tracing::error!(daemon.config = %a.daemon_config.display(), "{}", f.text);
+        } else {
+            tracing::warn!(daemon.config = %a.daemon_config.display(), "{}", f.text);
+        }
     }
 }

@@ -29,7 +29,15 @@ use super::server::Shared;
 use crate::policy::grpc::{self, Call, Judged, MAX_MESSAGE, Refusal};
 
 /// Headers that HTTP/2 forbids or that belong to one hop.
-const HOP: &[&str] = &["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "content-length", "host"];
+const HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+    "host",
+];
 
 /// gRPC status codes the proxy answers with.
 const INVALID_ARGUMENT: u32 = 3;
@@ -59,7 +67,9 @@ pub async fn serve(client: Upgraded, daemon: Upgraded, shared: Arc<Shared>, peer
         async move { Ok::<_, std::convert::Infallible>(call(req, sender, &shared, peer).await) }
     });
     let mut h2s = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
-    h2s.adaptive_window(true).max_frame_size(1 << 20).max_header_list_size(64 << 10);
+    h2s.adaptive_window(true)
+        .max_frame_size(1 << 20)
+        .max_header_list_size(64 << 10);
     if let Err(e) = h2s.serve_connection(client, service).await {
         tracing::debug!(error = %e, "client /grpc connection ended");
     }
@@ -67,7 +77,12 @@ pub async fn serve(client: Upgraded, daemon: Upgraded, shared: Arc<Shared>, peer
 }
 
 /// One gRPC call.
-async fn call(req: Request<Incoming>, mut sender: hyper::client::conn::http2::SendRequest<ProxyBody>, shared: &Shared, peer: Peer) -> Response<ProxyBody> {
+async fn call(
+    req: Request<Incoming>,
+    mut sender: hyper::client::conn::http2::SendRequest<ProxyBody>,
+    shared: &Shared,
+    peer: Peer,
+) -> Response<ProxyBody> {
     let method = req.uri().path().to_owned();
     let audit = |decision: &str, rules: Vec<&str>, rewrites: Vec<String>| {
         shared.audit.write(&Record {
@@ -108,8 +123,15 @@ async fn call(req: Request<Incoming>, mut sender: hyper::client::conn::http2::Se
             capture(j, &payload);
             match grpc::decide(j, &payload, &shared.env) {
                 Ok(a) => {
-                    rewrites = a.rewrites().iter().map(|r| format!("{}: {}", r.rule, r.what)).collect();
-                    let msg = a.message().map(<[u8]>::to_vec).unwrap_or_else(|| payload.to_vec());
+                    rewrites = a
+                        .rewrites()
+                        .iter()
+                        .map(|r| format!("{}: {}", r.rule, r.what))
+                        .collect();
+                    let msg = a
+                        .message()
+                        .map(<[u8]>::to_vec)
+                        .unwrap_or_else(|| payload.to_vec());
                     body::full(frame(&msg))
                 }
                 Err(Refusal::Invalid(m)) => {
@@ -131,10 +153,19 @@ async fn call(req: Request<Incoming>, mut sender: hyper::client::conn::http2::Se
         }
     };
     if !matches!(grpc::classify(&method), Call::Deny(_)) {
-        let rules = if rewrites.is_empty() { Vec::new() } else { vec!["limits.cgroup_parent"] };
+        let rules = if rewrites.is_empty() {
+            Vec::new()
+        } else {
+            vec!["limits.cgroup_parent"]
+        };
         audit("allow", rules, rewrites);
     }
-    let uri = match Uri::builder().scheme("http").authority(parts.uri.authority().map_or("localhost", |a| a.as_str())).path_and_query(method.as_str()).build() {
+    let uri = match Uri::builder()
+        .scheme("http")
+        .authority(parts.uri.authority().map_or("localhost", |a| a.as_str()))
+        .path_and_query(method.as_str())
+        .build()
+    {
         Ok(u) => u,
         Err(_) => return status_response(INVALID_ARGUMENT, "dockwarden: bad gRPC method path"),
     };
@@ -142,7 +173,9 @@ async fn call(req: Request<Incoming>, mut sender: hyper::client::conn::http2::Se
     if let Some(h) = up.headers_mut() {
         *h = forward_headers(&parts.headers);
     }
-    let Ok(up) = up.body(fwd_body) else { return status_response(INVALID_ARGUMENT, "dockwarden: bad gRPC request") };
+    let Ok(up) = up.body(fwd_body) else {
+        return status_response(INVALID_ARGUMENT, "dockwarden: bad gRPC request");
+    };
     match sender.send_request(up).await {
         Ok(resp) => {
             let (p, b) = resp.into_parts();
@@ -173,9 +206,17 @@ async fn read_unary(b: Incoming) -> Result<Bytes, (u32, String)> {
     let mut all = match Limited::new(b, cap).collect().await {
         Ok(c) => c.to_bytes(),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            return Err((RESOURCE_EXHAUSTED, format!("dockwarden: gRPC message exceeds the {MAX_MESSAGE}-byte limit")));
+            return Err((
+                RESOURCE_EXHAUSTED,
+                format!("dockwarden: gRPC message exceeds the {MAX_MESSAGE}-byte limit"),
+            ));
         }
-        Err(e) => return Err((INVALID_ARGUMENT, format!("dockwarden: cannot read the gRPC request: {e}"))),
+        Err(e) => {
+            return Err((
+                INVALID_ARGUMENT,
+                format!("dockwarden: cannot read the gRPC request: {e}"),
+            ));
+        }
     };
     parse_unary(&mut all)
 }
@@ -189,10 +230,15 @@ pub fn parse_unary(all: &mut Bytes) -> Result<Bytes, (u32, String)> {
     let flag = all.get_u8();
     let len = all.get_u32() as usize;
     if flag != 0 {
-        return Err(bad("compressed gRPC messages are not accepted on judged calls"));
+        return Err(bad(
+            "compressed gRPC messages are not accepted on judged calls",
+        ));
     }
     if len > MAX_MESSAGE {
-        return Err((RESOURCE_EXHAUSTED, format!("dockwarden: gRPC message exceeds the {MAX_MESSAGE}-byte limit")));
+        return Err((
+            RESOURCE_EXHAUSTED,
+            format!("dockwarden: gRPC message exceeds the {MAX_MESSAGE}-byte limit"),
+        ));
     }
     if all.len() != len {
         return Err(bad("a unary gRPC call carries exactly one message"));
@@ -235,7 +281,9 @@ fn percent_encode(s: &str) -> String {
 }
 
 fn capture(j: Judged, payload: &[u8]) {
-    let Some(dir) = std::env::var_os("DOCKWARDEN_GRPC_CAPTURE") else { return };
+    let Some(dir) = std::env::var_os("DOCKWARDEN_GRPC_CAPTURE") else {
+        return;
+    };
     let n = CAPTURED.fetch_add(1, Ordering::SeqCst);
     let path = std::path::Path::new(&dir).join(format!("{n:03}-{j:?}.bin"));
     if let Err(e) = std::fs::write(&path, payload) {
@@ -249,11 +297,19 @@ mod tests {
 
     #[test]
     fn unary_frames_are_read_exactly() {
-        let ok = |b: &[u8]| parse_unary(&mut Bytes::copy_from_slice(b)).map(|p| p.to_vec()).map_err(|e| e.0);
+        let ok = |b: &[u8]| {
+            parse_unary(&mut Bytes::copy_from_slice(b))
+                .map(|p| p.to_vec())
+                .map_err(|e| e.0)
+        };
         assert_eq!(ok(&[0, 0, 0, 0, 2, 8, 1]), Ok(vec![8, 1]));
         assert_eq!(ok(&[0, 0, 0, 0, 0]), Ok(vec![]));
         assert_eq!(ok(&[0, 0, 0, 0, 3, 8, 1]), Err(INVALID_ARGUMENT));
-        assert_eq!(ok(&[0, 0, 0, 0, 1, 8, 1]), Err(INVALID_ARGUMENT), "two messages or trailing bytes");
+        assert_eq!(
+            ok(&[0, 0, 0, 0, 1, 8, 1]),
+            Err(INVALID_ARGUMENT),
+            "two messages or trailing bytes"
+        );
         assert_eq!(ok(&[1, 0, 0, 0, 1, 8]), Err(INVALID_ARGUMENT), "compressed");
         assert_eq!(ok(&[0, 0xff, 0, 0, 0]), Err(RESOURCE_EXHAUSTED));
         assert_eq!(ok(&[0, 0]), Err(INVALID_ARGUMENT));

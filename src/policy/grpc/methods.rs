@@ -35,23 +35,40 @@ pub fn classify(path: &str) -> Call {
             "DiskUsage" | "Status" | "ListWorkers" | "Info" | "ListenBuildHistory" => Call::Allow,
             "Solve" => Call::Judge(Judged::ControlSolve),
             // INVARIANT: one rule id for build-cache prune, whichever path it comes by.
-            "Prune" => Call::Deny(Denial::new("system.prune", "BuildKit cache prune acts on the whole daemon's build cache and is not allowed")),
+            "Prune" => Call::Deny(Denial::new(
+                "system.prune",
+                "BuildKit cache prune acts on the whole daemon's build cache and is not allowed",
+            )),
             // The buildx `docker` driver runs its session over `POST /session`; the control
             // API's session stream would let the daemon call back into the client unseen.
-            "Session" => deny("the BuildKit session over the control API is not served; the docker driver uses `/session`"),
-            "UpdateBuildHistory" => deny("changing or deleting the daemon's build history is not allowed"),
-            other => Call::Deny(Denial::new("build.grpc_method", format!("BuildKit method `{}` is not available", truncate(other)))),
+            "Session" => deny(
+                "the BuildKit session over the control API is not served; the docker driver uses `/session`",
+            ),
+            "UpdateBuildHistory" => {
+                deny("changing or deleting the daemon's build history is not allowed")
+            }
+            other => Call::Deny(Denial::new(
+                "build.grpc_method",
+                format!("BuildKit method `{}` is not available", truncate(other)),
+            )),
         };
     }
     if let Some(m) = path.strip_prefix(GATEWAY) {
         return match m {
-            "ResolveImageConfig" | "ReadFile" | "ReadDir" | "StatFile" | "Evaluate" | "Ping" | "Return" | "Inputs" | "Warn" => Call::Allow,
+            "ResolveImageConfig" | "ReadFile" | "ReadDir" | "StatFile" | "Evaluate" | "Ping"
+            | "Return" | "Inputs" | "Warn" => Call::Allow,
             "Solve" => Call::Judge(Judged::GatewaySolve),
             "ResolveSourceMeta" => Call::Judge(Judged::ResolveSourceMeta),
-            "NewContainer" | "ReleaseContainer" | "ExecProcess" => {
-                deny("build containers (`docker buildx build --invoke`, `docker buildx debug`) are not available")
-            }
-            other => Call::Deny(Denial::new("build.grpc_method", format!("BuildKit gateway method `{}` is not available", truncate(other)))),
+            "NewContainer" | "ReleaseContainer" | "ExecProcess" => deny(
+                "build containers (`docker buildx build --invoke`, `docker buildx debug`) are not available",
+            ),
+            other => Call::Deny(Denial::new(
+                "build.grpc_method",
+                format!(
+                    "BuildKit gateway method `{}` is not available",
+                    truncate(other)
+                ),
+            )),
         };
     }
     // Health checks are read-only. buildx uploads its own trace spans, which BuildKit keeps
@@ -59,7 +76,10 @@ pub fn classify(path: &str) -> Call {
     if path == "/grpc.health.v1.Health/Check" || path == TRACES {
         return Call::Allow;
     }
-    Call::Deny(Denial::new("build.grpc_method", format!("gRPC method `{}` is not available", truncate(path))))
+    Call::Deny(Denial::new(
+        "build.grpc_method",
+        format!("gRPC method `{}` is not available", truncate(path)),
+    ))
 }
 
 /// User input in a message, bounded.
@@ -73,20 +93,42 @@ mod tests {
 
     #[test]
     fn read_only_methods_are_allowed_and_unknown_ones_refused() {
-        for m in ["DiskUsage", "Status", "ListWorkers", "Info", "ListenBuildHistory"] {
+        for m in [
+            "DiskUsage",
+            "Status",
+            "ListWorkers",
+            "Info",
+            "ListenBuildHistory",
+        ] {
             assert_eq!(classify(&format!("{CONTROL}{m}")), Call::Allow, "{m}");
         }
-        assert_eq!(classify("/moby.buildkit.v1.Control/Solve"), Call::Judge(Judged::ControlSolve));
-        assert_eq!(classify("/moby.buildkit.v1.frontend.LLBBridge/Solve"), Call::Judge(Judged::GatewaySolve));
+        assert_eq!(
+            classify("/moby.buildkit.v1.Control/Solve"),
+            Call::Judge(Judged::ControlSolve)
+        );
+        assert_eq!(
+            classify("/moby.buildkit.v1.frontend.LLBBridge/Solve"),
+            Call::Judge(Judged::GatewaySolve)
+        );
         let rule = |p: &str| match classify(p) {
             Call::Deny(d) => Some(d.rule),
             _ => None,
         };
-        assert_eq!(rule("/moby.buildkit.v1.Control/Prune"), Some("system.prune"));
-        for p in ["/moby.buildkit.v1.Control/solve", "/moby.buildkit.v1.Control/Nope", "/moby.buildkit.v1.Control/Session",
-            "/moby.buildkit.v1.frontend.LLBBridge/NewContainer", "/moby.buildkit.v1.frontend.LLBBridge/ExecProcess", "/x.Y/Z", "",
-            "/moby.buildkit.v1.Control/Solve/", "/grpc.health.v1.Health/Watch"]
-        {
+        assert_eq!(
+            rule("/moby.buildkit.v1.Control/Prune"),
+            Some("system.prune")
+        );
+        for p in [
+            "/moby.buildkit.v1.Control/solve",
+            "/moby.buildkit.v1.Control/Nope",
+            "/moby.buildkit.v1.Control/Session",
+            "/moby.buildkit.v1.frontend.LLBBridge/NewContainer",
+            "/moby.buildkit.v1.frontend.LLBBridge/ExecProcess",
+            "/x.Y/Z",
+            "",
+            "/moby.buildkit.v1.Control/Solve/",
+            "/grpc.health.v1.Health/Watch",
+        ] {
             assert_eq!(rule(p), Some("build.grpc_method"), "{p}");
         }
     }

@@ -54,11 +54,17 @@ pub struct Allowed {
 
 impl Allowed {
     pub(in crate::policy) fn unchanged() -> Self {
-        Self { message: None, rewrites: Vec::new() }
+        Self {
+            message: None,
+            rewrites: Vec::new(),
+        }
     }
 
     pub(in crate::policy) fn rewritten(message: Vec<u8>, rewrite: Rewrite) -> Self {
-        Self { message: Some(message), rewrites: vec![rewrite] }
+        Self {
+            message: Some(message),
+            rewrites: vec![rewrite],
+        }
     }
 
     /// The message to forward in place of the client's, if the policy changed it.
