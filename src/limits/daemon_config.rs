@@ -63,6 +63,24 @@ pub fn findings(text: Option<&str>, daemon_major: Option<u64>) -> Vec<Finding> {
     out
 }
 
+/// With the budget on: BuildKit places RUN steps under the daemon's own `cgroup-parent`
+/// (`<parent>/buildkit/<id>`) wherever it ignores the `cgroup-parent` frontend attribute the
+/// proxy sets: `/build?version=2` on every engine, and `/grpc` on Engine 20.10.
+pub fn budget_findings(text: Option<&str>, parent: &str) -> Vec<Finding> {
+    let v = text.and_then(|t| serde_json::from_str::<Value>(t).ok());
+    let set = v.as_ref().and_then(|v| field(v, "cgroup-parent")).and_then(Value::as_str).unwrap_or("");
+    if set == parent {
+        return Vec::new();
+    }
+    vec![Finding {
+        error: true,
+        text: format!(
+            "daemon.json `cgroup-parent` is not `{parent}`: BuildKit RUN steps of `/build?version=2` (and of `/grpc` on Engine 20.10) \
+             run outside the shared budget; set `\"cgroup-parent\": \"{parent}\"` in daemon.json and restart dockerd"
+        ),
+    }]
+}
+
 /// The texts of [`findings`].
 pub fn warnings(text: Option<&str>, daemon_major: Option<u64>) -> Vec<String> {
     findings(text, daemon_major)
@@ -107,6 +125,13 @@ mod tests {
             Some(28),
         );
         assert!(w.iter().any(|m| m.contains("enable_icc")));
+    }
+
+    #[test]
+    fn a_daemon_cgroup_parent_other_than_the_budget_is_an_error() {
+        assert!(budget_findings(Some(r#"{"cgroup-parent":"/dockwarden"}"#), "/dockwarden").is_empty());
+        assert!(budget_findings(Some("{}"), "/dockwarden")[0].error);
+        assert_eq!(budget_findings(None, "/dockwarden").len(), 1);
     }
 
     #[test]
