@@ -811,3 +811,106 @@ fn run_step_budget_holds_over_grpc() {
         }
     }
 }
+
+/// A private Engine 20.10 dockerd (own data root, exec root, socket and network namespace)
+/// started with `--cgroup-parent`, for the daemon-side half of the build budget.
+struct CgroupParentDaemon {
+    child: std::process::Child,
+    dir: PathBuf,
+}
+
+impl CgroupParentDaemon {
+    fn start(tag: &str, cgroup_parent: &str) -> Option<CgroupParentDaemon> {
+        if !Path::new("/usr/sbin/dockerd").exists() {
+            println!("SKIP: no Engine 20.10 dockerd at /usr/sbin/dockerd");
+            return None;
+        }
+        let dir = PathBuf::from(format!("/tmp/dwpd-{tag}"));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let log = std::fs::File::create(dir.join("dockerd.log")).expect("log");
+        let child = Command::new("unshare")
+            .args(["--net", "/usr/sbin/dockerd", "--host"])
+            .arg(format!("unix://{}", dir.join("d.sock").display()))
+            .arg("--data-root")
+            .arg(dir.join("root"))
+            .arg("--exec-root")
+            .arg(dir.join("exec"))
+            .arg("--pidfile")
+            .arg(dir.join("dockerd.pid"))
+            .arg("--cgroup-parent")
+            .arg(cgroup_parent)
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("dockerd");
+        let d = CgroupParentDaemon { child, dir };
+        let host = d.host();
+        for _ in 0..300 {
+            if Command::new("/usr/bin/docker").env("DOCKER_HOST", &host).arg("version").output().is_ok_and(|o| o.status.success()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let st = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/make-test-image.sh")).env("DOCKER_HOST", &host).status().expect("image");
+        assert!(st.success(), "importing the test image");
+        Some(d)
+    }
+
+    fn socket(&self) -> String {
+        self.dir.join("d.sock").display().to_string()
+    }
+
+    fn host(&self) -> String {
+        format!("unix://{}", self.socket())
+    }
+}
+
+impl Drop for CgroupParentDaemon {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn run_step_budget_holds_on_engine_20_10_with_the_daemon_cgroup_parent() {
+    let Some(cli) = buildx() else { return };
+    let Some(cli2010) = cli2010() else {
+        println!("SKIP: no Docker CLI 20.10 for the /build?version=2 path");
+        return;
+    };
+    let name = format!("dwt_pdbk_{}", std::process::id());
+    let _cg = CgroupCleanup(name.clone());
+    let Some(d) = CgroupParentDaemon::start(&format!("grpcbk{}", std::process::id()), &format!("/{name}")) else { return };
+    let conf = tempfile::NamedTempFile::new().expect("conf");
+    std::fs::write(conf.path(), "{}").expect("conf");
+    let sock = d.socket();
+    let e = Engine { name: "20.10 (private)", socket: Box::leak(sock.into_boxed_str()), netns: None };
+    let conf_path = conf.path().to_str().expect("utf-8").to_owned();
+    let p = proxy(&e, &["--cgroup-name", &name, "--pids-budget", "40", "--daemon-config", &conf_path]);
+    // The defense the daemon must mirror: entitlements and cgroup parent left at their
+    // defaults are start-up errors.
+    let log = p.log();
+    assert!(log.contains("ERROR") && log.contains("network-host") && log.contains("`cgroup-parent` is not"), "{log}");
+
+    let ctx = context(&p, "pdfork", &format!("FROM {IMAGE}\nRUN grep pids /proc/self/cgroup; for i in $(seq 100); do sleep 30 & done; echo FORKED-$((40+2))\n"));
+    let ctx = ctx.to_str().expect("utf-8");
+    // /grpc (buildx).
+    let o = buildx_build(&p, cli, &["--no-cache", ctx]);
+    let out = all_output(&o);
+    assert!(!o.status.success() && out.contains("can't fork") && !out.contains("FORKED-42"), "/grpc: {out}");
+    assert!(out.contains(&format!("pids:/{name}/buildkit/")), "/grpc: the step ran beneath the parent: {out}");
+    // /build?version=2 (the 20.10 CLI with BuildKit).
+    let mut c = p.cmd(cli2010);
+    c.env("DOCKER_BUILDKIT", "1").args(["build", "--progress=plain", "--no-cache", ctx]);
+    let o = run_with_timeout(&mut c, None, Duration::from_secs(300));
+    let out = all_output(&o);
+    assert!(!o.status.success() && out.contains("can't fork") && !out.contains("FORKED-42"), "/build?version=2: {out}");
+    assert!(out.contains(&format!("pids:/{name}/buildkit/")), "/build?version=2: {out}");
+    let root = PathBuf::from(format!("/sys/fs/cgroup/pids/{name}"));
+    for pid in procs_in(&root) {
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+    }
+    let _ = Command::new("/usr/bin/docker").env("DOCKER_HOST", d.host()).args(["builder", "prune", "-af"]).output();
+}
