@@ -99,6 +99,8 @@ async fn call(
     };
     let (parts, incoming) = req.into_parts();
     let mut rewrites = Vec::new();
+    // Set once a dry-run `would-deny` record is written, so the call is not also audited as allowed.
+    let mut audited = false;
     let fwd_body: ProxyBody = match grpc::classify(&method) {
         Call::Allow => incoming.boxed(),
         Call::Deny(d) => {
@@ -108,6 +110,7 @@ async fn call(
                 return status_response(PERMISSION_DENIED, &d.client_message());
             }
             audit("would-deny", vec![d.rule], Vec::new());
+            audited = true;
             tracing::warn!(rule.id = d.rule, grpc.method = %method, "DRY RUN: would deny, forwarding anyway: {}", d.message);
             incoming.boxed()
         }
@@ -146,13 +149,14 @@ async fn call(
                 }
                 Err(Refusal::Denied(d)) => {
                     audit("would-deny", vec![d.rule], Vec::new());
+                    audited = true;
                     tracing::warn!(rule.id = d.rule, grpc.method = %method, "DRY RUN: would deny, forwarding anyway: {}", d.message);
                     body::full(frame(&payload))
                 }
             }
         }
     };
-    if !matches!(grpc::classify(&method), Call::Deny(_)) {
+    if !audited {
         let rules = if rewrites.is_empty() {
             Vec::new()
         } else {
