@@ -29,7 +29,7 @@ mkdir -p target
 log=target/test-output.log
 status=0
 {
-  cargo test --release --lib --bins --tests --examples -- --test-threads=4 --show-output &&
+  cargo test --release --no-fail-fast --lib --bins --tests --examples -- --test-threads=4 --show-output &&
   # Criterion benches take no libtest flags; in test mode each runs once as a smoke test.
   cargo test --release --benches
 } >"$log" 2>&1 || status=$?
