@@ -1,7 +1,7 @@
 //! The exhaustive per-endpoint decision: every [`Endpoint`] variant appears in each `match`
 //! below with no wildcard arm, so a new endpoint does not compile until it is classified.
 
-use super::{build, container, kind, limits, network, pins, volume};
+use super::{build, container, effective, kind, limits, network, pins, volume};
 use super::{BodyNeed, Denial, FactQuery, Facts, Permitted, Policy, Request};
 use crate::api::route::Endpoint as E;
 use crate::api::version::ApiVersion;
@@ -25,7 +25,10 @@ pub fn body_need(e: &E) -> BodyNeed {
 pub fn needs(req: &Request, policy: &Policy) -> Result<Vec<FactQuery>, Denial> {
     match &req.route.endpoint {
         // Surface issue: the networks a create joins are looked up too (network::needs_endpoints).
+        // Every family reads the one effective configuration (`effective`).
         E::ContainerCreate => {
+            let eff = effective::create(req)?;
+            let req = &*eff.req;
             let mut qs = container::needs_create(req, policy)?;
             qs.extend(network::needs_endpoints(req)?);
             qs.extend(pins::needs(req));
@@ -91,9 +94,14 @@ pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted
         E::ContainerRestart(_) => allow(),
         E::ContainerStart(_) => container::decide_start(req),
         // Surface issue: then the networks it joins (network::check_endpoints).
-        E::ContainerCreate => container::decide_create(req, facts, policy)
-            .map_err(|d| kind::annotate(req, d))
-            .and_then(|p| network::check_endpoints(req, facts, policy).map(|()| p)),
+        // Every family judges the one effective configuration (`effective`); the limits and
+        // pin rewrites below edit the body `decide_create` set, which is that configuration.
+        E::ContainerCreate => effective::create(req).and_then(|eff| {
+            let req = &*eff.req;
+            container::decide_create(req, facts, policy)
+                .map_err(|d| kind::annotate(req, d))
+                .and_then(|p| network::check_endpoints(req, facts, policy).map(|()| eff.note(p)))
+        }),
         E::ContainerUpdate(_) => container::decide_update(req, facts, policy),
         E::ExecCreate(_) => container::decide_exec(req),
         E::ContainerCopy(_) => deny("container.copy_legacy", "the legacy copy endpoint is not available"),

@@ -9,6 +9,7 @@ pub mod build;
 pub mod catalogue;
 pub mod config;
 pub mod container;
+mod effective;
 pub mod endpoints;
 pub mod facts;
 pub mod kind;

@@ -88,13 +88,10 @@ pub fn needs_create(req: &Request, _policy: &Policy) -> Result<Vec<FactQuery>, D
 
 /// Decides a create; an allowed create is always forwarded as the proxy's rewritten body.
 pub fn decide_create(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted, Denial> {
+    // `policy::effective` hands over a body whose top-level host settings were already moved.
     let mut cb = model::effective(req)?;
     let ctx = Ctx { facts, policy, mode: Mode::Create };
     let mut ch = Changes::default();
-    if !cb.moved.is_empty() {
-        let keys = cb.moved.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
-        ch.rewrite("container.legacy_hostconfig", format!("moved top-level {keys} into `HostConfig`"));
-    }
     check_host_config(&mut cb.hc, &ctx, &mut ch)?;
     ports::publish_all(&cb.body, &mut cb.hc, &ctx, &mut ch)?;
     hosts::apply(&mut cb.hc, &mut ch)?;
@@ -106,6 +103,19 @@ pub fn decide_create(req: &Request, facts: &Facts, policy: &Policy) -> Result<Pe
         p = p.effect(e);
     }
     Ok(p)
+}
+
+/// True when the create body already has its host settings in `HostConfig` alone.
+pub(crate) fn is_effective(req: &Request) -> bool {
+    model::borrowed(req).is_some()
+}
+
+/// The create body the daemon will read, with top-level host settings moved into
+/// `HostConfig`, and the keys that were moved.
+pub(crate) fn effective_body(req: &Request) -> Result<(crate::api::json::Json, Vec<String>), Denial> {
+    let cb = model::effective(req)?;
+    let moved = cb.moved.clone();
+    Ok((cb.into_json(), moved))
 }
 
 /// Every host-config rule, in both modes. In [`Mode::Create`] it may rewrite `hc`.
