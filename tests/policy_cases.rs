@@ -4,6 +4,9 @@
 //! or null), `host_routes` (`["192.0.2.0/24 eth0"]`), `container_count` (null: not gathered),
 //! `memory_budget` and `pids_budget`; `forwarded_query` checks query rewrites.
 //!
+//! Containers may say `created_here` (default true) and list the `volumes` they mount;
+//! `execs` maps exec IDs to container IDs (null: 404).
+//!
 //! Each case is `{description, method, path, body | body_raw, fs?, facts?, expect, rules,
 //! forwarded?, pins?}`. `$WS` in the body, facts and `forwarded` is a fresh workspace directory
 //! (with a sibling `$WS-evil`), `$PROXY` the proxy's socket. `fs` lays out the workspace
@@ -121,8 +124,13 @@ fn case_facts(f: &Value, ws: &Ws) -> Facts {
             id: v["id"].as_str().unwrap_or("").to_owned(),
             host_config: to_json(&v["host_config"]),
             labels: Vec::new(),
+            created_here: v.get("created_here").and_then(Value::as_bool).unwrap_or(true),
+            volumes: v["volumes"].as_array().map(|a| a.iter().filter_map(|n| n.as_str().map(str::to_owned)).collect()).unwrap_or_default(),
         });
         facts.containers.insert(r, c);
+    }
+    for (r, v) in obj("execs") {
+        facts.execs.insert(r, v.as_str().map(str::to_owned));
     }
     for (r, v) in obj("images") {
         let img = v.as_array().map(|a| ImageFact { exposed_ports: a.iter().filter_map(|p| p.as_str().map(str::to_owned)).collect() });
@@ -177,6 +185,8 @@ fn run_case(case: &Value, pol: &Policy) -> Result<(), String> {
                 if case.get("no_gather") != Some(&Value::Bool(true)) {
                     gather_host_paths(&qs, &ws, &mut facts);
                 }
+                let mut qs = qs;
+                qs.extend(policy::needs_more(&req, &facts));
                 check_facts_requested(&qs, &facts)?;
                 policy::decide(&req, &facts, pol)
             }
@@ -208,6 +218,7 @@ fn check_facts_requested(qs: &[FactQuery], f: &Facts) -> Result<(), String> {
         .chain(f.volumes.keys().filter(|k| !asked(FactQuery::Volume((*k).clone()))))
         .chain(f.host_paths.keys().filter(|k| !asked(FactQuery::HostPath((*k).clone()))))
         .chain(f.networks.keys().filter(|k| !asked(FactQuery::Network((*k).clone()))))
+        .chain(f.execs.keys().filter(|k| !asked(FactQuery::Exec((*k).clone()))))
         .cloned()
         .collect();
     if f.host_routes.is_some() && !asked(FactQuery::HostRoutes) {

@@ -165,6 +165,10 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
             return Err(e).context("setting up bind pins (the proxy must run as root, in the daemon's mount namespace)");
         }
     };
+    // Beside the pin directory's lock: as private as the pins, and per proxy.
+    let created = pin_dir.with_file_name(format!("{}.created.json", pin_dir.file_name().unwrap_or_default().to_string_lossy()));
+    let containers = Arc::new(proxy::containers::Containers::open(Some(created))?);
+    containers.spawn(upstream.clone());
     let shared = Arc::new(Shared {
         policy,
         upstream,
@@ -174,6 +178,7 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
         env,
         create_lock: tokio::sync::Mutex::new(()),
         pins: Some(pins.clone()),
+        containers,
         sessions: Arc::default(),
     });
     // Releases pins of destroyed containers and hands root-written files back (reconciles

@@ -36,12 +36,17 @@ pub fn needs(req: &Request, policy: &Policy) -> Result<Vec<FactQuery>, Denial> {
             qs.dedup();
             Ok(qs)
         }
-        E::ContainerUpdate(_) => Ok(Vec::new()),
         E::NetworkCreate => network::needs_create(req),
         E::NetworkConnect(id) => network::needs_connect(req, id),
         E::VolumeCreate => volume::needs_create(req),
-        _ => Ok(Vec::new()),
+        // Verbs that reach into a container look it up (`container::check_foreign`).
+        _ => Ok(container::needs_foreign(req)),
     }
+}
+
+/// Follow-up facts (see `policy::needs_more`).
+pub fn needs_more(req: &Request, facts: &Facts) -> Vec<FactQuery> {
+    container::needs_more_foreign(req, facts)
 }
 
 fn deny(rule: &'static str, msg: &str) -> Result<Permitted, Denial> {
@@ -68,29 +73,30 @@ pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted
     match &req.route.endpoint {
         // Read-only and stream endpoints on objects: no host privilege is reachable through them.
         E::ContainerList
-        | E::ContainerArchiveHead(_)
-        | E::ContainerExport(_)
         | E::ContainerChanges(_)
         | E::ContainerInspect(_)
         | E::ContainerTop(_)
         | E::ContainerLogs(_)
         | E::ContainerStats(_)
-        | E::ContainerAttachWs(_)
         | E::ExecInspect(_)
-        | E::ContainerArchiveGet(_)
         | E::ContainerKill(_)
         | E::ContainerPause(_)
         | E::ContainerUnpause(_)
         | E::ContainerStop(_)
         | E::ContainerWait(_)
         | E::ContainerResize(_)
+        | E::ExecResize(_)
+        | E::ContainerDelete(_) => allow(),
+        // Verbs that reach into a container: only into one this proxy made and that passes.
+        E::ContainerArchiveHead(_)
+        | E::ContainerExport(_)
+        | E::ContainerAttachWs(_)
+        | E::ContainerArchiveGet(_)
         | E::ContainerAttach(_)
         | E::ExecStart(_)
-        | E::ExecResize(_)
         | E::ContainerRename(_)
         | E::ContainerArchivePut(_)
-        | E::ContainerDelete(_)
-        | E::Commit => allow(),
+        | E::Commit => container::check_foreign(req, facts, policy).and_then(|()| allow()),
         E::ContainerRestart(_) => allow(),
         E::ContainerStart(_) => container::decide_start(req),
         // Surface issue: then the networks it joins (network::check_endpoints).
@@ -102,8 +108,10 @@ pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted
                 .map_err(|d| kind::annotate(req, d))
                 .and_then(|p| network::check_endpoints(req, facts, policy).map(|()| eff.note(p)))
         }),
-        E::ContainerUpdate(_) => container::decide_update(req, facts, policy),
-        E::ExecCreate(_) => container::decide_exec(req),
+        E::ContainerUpdate(_) => {
+            container::check_foreign(req, facts, policy).and_then(|()| container::decide_update(req, facts, policy))
+        }
+        E::ExecCreate(_) => container::check_foreign(req, facts, policy).and_then(|()| container::decide_exec(req)),
         E::ContainerCopy(_) => deny("container.copy_legacy", "the legacy copy endpoint is not available"),
         E::ImageList
         | E::ImageSearch

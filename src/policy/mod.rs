@@ -204,6 +204,12 @@ pub fn needs(req: &Request, policy: &Policy) -> Result<Vec<FactQuery>, Denial> {
     endpoints::needs(req, policy)
 }
 
+/// Facts that depend on facts already gathered (an exec instance's container, the volumes
+/// of a `VolumesFrom` target): asked for after each round until none is new. Pure.
+pub fn needs_more(req: &Request, facts: &Facts) -> Vec<FactQuery> {
+    endpoints::needs_more(req, facts)
+}
+
 /// Decides one request. Pure: no I/O, no clock, no filesystem.
 pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Verdict {
     match endpoints::decide(req, facts, policy) {

@@ -199,7 +199,11 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Pee
     };
     let query = permitted.as_ref().and_then(|p| p.query()).map(Query::encode);
     let resp = forward(&shared, parts, query, fwd_body, upgrade, session).await;
-    super::pins::after_create(&shared, pinned, resp).await
+    let resp = super::pins::after_create(&shared, pinned, resp).await;
+    match &route.endpoint {
+        Endpoint::ContainerCreate => super::containers::after_create(&shared.containers, resp).await,
+        _ => resp,
+    }
 }
 
 /// Reads and discards a refused request's body, up to a cap, then drops the connection's body.
@@ -229,9 +233,15 @@ async fn decide_with_facts(shared: &Shared, req: &policy::Request) -> Result<(Ve
         Err(d) => return Ok((Verdict::Deny(d), Default::default())),
     };
     let mut facts = Facts { env: shared.env.clone(), ..Facts::default() };
-    if let Err(e) = super::facts::gather(&shared.upstream, shared.pins.as_ref(), qs, &mut facts).await {
-        super::pins::release(shared, &facts.pins);
-        return Err(ProxyError::Upstream { socket: shared.upstream_path.clone(), reason: e.to_string() });
+    // Follow-up facts depend on earlier ones (an exec's container); two more rounds at most.
+    let mut round = Some(qs);
+    for _ in 0..3 {
+        let Some(qs) = round.take().filter(|q| !q.is_empty()) else { break };
+        if let Err(e) = super::facts::gather(&shared.upstream, shared.pins.as_ref(), Some(&shared.containers), qs, &mut facts).await {
+            super::pins::release(shared, &facts.pins);
+            return Err(ProxyError::Upstream { socket: shared.upstream_path.clone(), reason: e.to_string() });
+        }
+        round = Some(policy::needs_more(req, &facts).into_iter().filter(|q| !facts.has(q)).collect());
     }
     let verdict = policy::decide(req, &facts, &shared.policy);
     Ok((verdict, std::mem::take(&mut facts.pins)))

@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod body;
+pub mod containers;
 pub mod error;
 pub mod facts;
 pub mod framing;

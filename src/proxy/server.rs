@@ -34,6 +34,8 @@ pub struct Shared {
     /// Where checked bind sources are pinned; `None` means binds beneath the workspace are
     /// refused (`container.bind.pin_failed`).
     pub pins: Option<Arc<crate::hostfs::PinStore>>,
+    /// The containers this proxy created, and the cache of container facts (`containers`).
+    pub containers: Arc<super::containers::Containers>,
 }
 
 /// Per-connection facts the handler needs.

@@ -110,3 +110,38 @@ pub fn request(p: &Proxy, method: &str, path: &str, body: Option<&str>) -> (u16,
     let status = resp.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     (status, resp.split_once("\r\n\r\n").map(|x| x.1.to_owned()).unwrap_or_default())
 }
+
+/// Sends raw bytes and returns the response head only (for requests that switch protocols
+/// and then stay open).
+pub fn head(sock: &std::path::Path, bytes: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(sock).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+    s.write_all(bytes).expect("write");
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !out.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The status code of a raw response.
+pub fn status(resp: &str) -> u16 {
+    resp.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+/// `POST /containers/{id}/attach` with `Upgrade: tcp`, as the CLI sends it.
+pub fn attach_request(id: &str) -> String {
+    format!("POST /v1.41/containers/{id}/attach?stream=1&stdout=1&stderr=1 HTTP/1.1\r\nHost: docker\r\nConnection: Upgrade\r\nUpgrade: tcp\r\nContent-Length: 0\r\n\r\n")
+}
+
+/// The websocket attach handshake.
+pub fn attach_ws_request(id: &str) -> String {
+    format!(
+        "GET /v1.41/containers/{id}/attach/ws?stream=1&stdout=1 HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nOrigin: http://localhost\r\n\r\n"
+    )
+}

@@ -6,6 +6,7 @@
 //! another one wants to join (where nothing can be rewritten, so those findings refuse).
 
 mod binds;
+mod foreign;
 mod hosts;
 mod model;
 mod mounts;
@@ -23,6 +24,8 @@ use super::{Denial, Effect, FactQuery, Facts, Permitted, Policy, Request};
 use crate::api::json::Object;
 
 pub(crate) use privilege::tmpfs_option_ok;
+pub use foreign::RULES as FOREIGN_RULES;
+pub use foreign::{check as check_foreign, needs as needs_foreign, needs_more as needs_more_foreign};
 pub use rules::RULES;
 pub use verbs::{decide_exec, decide_start, decide_update};
 
