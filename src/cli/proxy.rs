@@ -169,6 +169,9 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     let created = pin_dir.with_file_name(format!("{}.created.json", pin_dir.file_name().unwrap_or_default().to_string_lossy()));
     let containers = Arc::new(proxy::containers::Containers::open(Some(created))?);
     containers.spawn(upstream.clone());
+    // Releases pins of destroyed containers and hands root-written files back (reconciles
+    // with the daemon first, and after every reconnect).
+    let hand_back = crate::hostfs::watch::spawn(pins.clone(), upstream.clone(), crate::hostfs::watch::Owner { uid, gid });
     let shared = Arc::new(Shared {
         policy,
         upstream,
@@ -179,11 +182,9 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
         create_lock: tokio::sync::Mutex::new(()),
         pins: Some(pins.clone()),
         containers,
+        hand_back: Some(hand_back),
         sessions: Arc::default(),
     });
-    // Releases pins of destroyed containers and hands root-written files back (reconciles
-    // with the daemon first, and after every reconnect).
-    crate::hostfs::watch::spawn(pins.clone(), shared.upstream.clone(), crate::hostfs::watch::Owner { uid, gid });
     println!("export DOCKER_HOST=unix://{}", a.listen.display());
     tracing::info!(listen = %a.listen.display(), upstream = %a.upstream.display(), workspace = %workspace.display(), "dockwarden proxy ready");
     let opts = Options {

@@ -202,6 +202,7 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Pee
     let resp = super::pins::after_create(&shared, pinned, resp).await;
     match &route.endpoint {
         Endpoint::ContainerCreate => super::containers::after_create(&shared.containers, resp).await,
+        Endpoint::ContainerArchivePut(r) => super::archive::after_put(&shared, r, resp).await,
         _ => resp,
     }
 }

@@ -36,6 +36,8 @@ pub struct Shared {
     pub pins: Option<Arc<crate::hostfs::PinStore>>,
     /// The containers this proxy created, and the cache of container facts (`containers`).
     pub containers: Arc<super::containers::Containers>,
+    /// Chown-back on demand (after `PUT archive`); `None` without pins.
+    pub hand_back: Option<crate::hostfs::watch::HandBack>,
 }
 
 /// Per-connection facts the handler needs.

@@ -66,9 +66,19 @@ impl Engine {
 
     /// A proxy in front of this engine, with a fresh workspace.
     pub fn proxy(&self, extra: &[&str]) -> Proxy {
+        self.proxy_owned(None, extra)
+    }
+
+    /// A proxy whose workspace (with `data/`) belongs to `owner` (the workspace user).
+    pub fn proxy_owned(&self, owner: Option<u32>, extra: &[&str]) -> Proxy {
         let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
         let ws = dir.path().canonicalize().expect("canonical").join("ws");
-        std::fs::create_dir_all(&ws).expect("workspace");
+        std::fs::create_dir_all(ws.join("data")).expect("workspace");
+        if let Some(uid) = owner {
+            for p in [ws.clone(), ws.join("data")] {
+                std::os::unix::fs::chown(&p, Some(uid), Some(uid)).expect("chown workspace");
+            }
+        }
         Proxy::start_with_upstream(dir, ws, self.socket, extra)
     }
 }
