@@ -55,6 +55,10 @@ pub struct ProxyArgs {
     /// --listen>`, so a restarted proxy finds its pins and two proxies never share them).
     #[arg(long)]
     pub pin_dir: Option<PathBuf>,
+    /// Show pin paths in container inspect and list answers instead of the workspace paths
+    /// they were made from (for reviewers; clients expect their own paths back).
+    #[arg(long)]
+    pub show_pins: bool,
 }
 
 /// The default pin directory: stable per listening socket (FNV-1a of its path).
@@ -183,6 +187,7 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
         pins: Some(pins.clone()),
         containers,
         hand_back: Some(hand_back),
+        show_pins: a.show_pins,
         sessions: Arc::default(),
     });
     println!("export DOCKER_HOST=unix://{}", a.listen.display());

@@ -203,8 +203,23 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Pee
     match &route.endpoint {
         Endpoint::ContainerCreate => super::containers::after_create(&shared.containers, resp).await,
         Endpoint::ContainerArchivePut(r) => super::archive::after_put(&shared, r, resp).await,
+        Endpoint::ContainerInspect(_) | Endpoint::ContainerList => resp.map(|r| unpin(&shared, r)),
         _ => resp,
     }
+}
+
+/// Container inspect and list answers show workspace paths, not pins (`super::unpin`).
+fn unpin(shared: &Shared, resp: Response<ProxyBody>) -> Response<ProxyBody> {
+    let Some(store) = shared.pins.as_ref().filter(|_| !shared.show_pins && resp.status() == StatusCode::OK) else { return resp };
+    let json = resp.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|t| t.starts_with("application/json"));
+    let map = super::unpin::PinMap::new(&shared.env.pin_dir, store.entries().into_iter().map(|e| (e.pin, e.source)));
+    if !json || map.is_empty() {
+        return resp;
+    }
+    let (mut parts, b) = resp.into_parts();
+    // The length changes; hyper frames the rewritten body itself.
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, super::unpin::Unpinned::new(b, map).boxed())
 }
 
 /// Reads and discards a refused request's body, up to a cap, then drops the connection's body.

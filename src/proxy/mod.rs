@@ -14,6 +14,7 @@ pub mod pins;
 pub mod server;
 pub mod sessions;
 pub mod tunnel;
+pub mod unpin;
 pub mod upstream;
 
 pub use server::{run, Options, Shared};

@@ -38,6 +38,9 @@ pub struct Shared {
     pub containers: Arc<super::containers::Containers>,
     /// Chown-back on demand (after `PUT archive`); `None` without pins.
     pub hand_back: Option<crate::hostfs::watch::HandBack>,
+    /// Container inspect and list answers keep the pin paths (`--show-pins`, for reviewers)
+    /// instead of showing the workspace paths they were made from (`unpin`).
+    pub show_pins: bool,
 }
 
 /// Per-connection facts the handler needs.
