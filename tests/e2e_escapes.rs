@@ -261,3 +261,37 @@ fn pinned_binds_are_nosuid_and_nodev_inside_the_container() {
         eprintln!("engine {}: /data and /m nosuid,nodev; the :ro bind is mounted {ro_opts}", e.name);
     }
 }
+
+/// `--volumes-from` a container made on the daemon that passes the stored check, but mounts
+/// a local volume with `type=none,o=bind,device=<host dir>`: the host directory would come in
+/// unchecked. Refused by the volume rules, like a direct mount of that volume; a target with
+/// a plain volume can still be used.
+#[test]
+fn volumes_from_a_container_whose_named_volume_binds_a_host_dir_is_refused() {
+    for e in engines() {
+        let p = e.proxy(&[]);
+        let mut c = Cleanup::new(e);
+        let host = tempfile::tempdir().expect("host dir");
+        std::fs::write(host.path().join("secret"), b"host secret").expect("secret");
+        let (vol, plain, target, clean, joiner) = (unique("bindvol"), unique("plainvol"), unique("vtarget"), unique("vclean"), unique("joiner"));
+        c.containers.extend([joiner.clone(), target.clone(), clean.clone()]);
+        let device = format!("device={}", host.path().display());
+        e.ok(&["volume", "create", "-o", "type=none", "-o", "o=bind", "-o", &device, &vol]);
+        e.ok(&["volume", "create", &plain]);
+        // `--cgroupns private`: on cgroup v1 the daemon's default is the host's, which the
+        // stored check refuses on its own.
+        e.ok(&["create", "--name", &target, "--cgroupns", "private", "-v", &format!("{vol}:/v"), IMAGE, "true"]);
+        e.ok(&["create", "--name", &clean, "--cgroupns", "private", "-v", &format!("{plain}:/v"), IMAGE, "true"]);
+        for how in [target.clone(), format!("{target}:ro")] {
+            let out = p.docker(&["create", "--name", &joiner, "--volumes-from", &how, IMAGE, "cat", "/v/secret"]);
+            assert!(common::stderr(&out).contains("(rule container.volume.options)"), "engine {}: {how}: {}", e.name, common::stderr(&out));
+            assert!(!e.exists(&joiner), "engine {}: created", e.name);
+        }
+        common::ok(p.docker(&["create", "--name", &joiner, "--volumes-from", &clean, IMAGE, "true"]));
+        drop(c);
+        for v in [&vol, &plain] {
+            let _ = e.cli(&["volume", "rm", v]);
+        }
+        eprintln!("engine {}: --volumes-from bringing in a host-bind volume refused, a plain volume allowed", e.name);
+    }
+}

@@ -46,7 +46,13 @@ pub fn needs(req: &Request, policy: &Policy) -> Result<Vec<FactQuery>, Denial> {
 
 /// Follow-up facts (see `policy::needs_more`).
 pub fn needs_more(req: &Request, facts: &Facts) -> Vec<FactQuery> {
-    container::needs_more_foreign(req, facts)
+    match &req.route.endpoint {
+        // A body the first round could read; a refusal comes from `decide` with its rule.
+        E::ContainerCreate => effective::create(req)
+            .and_then(|eff| container::needs_more_create(&eff.req, facts))
+            .unwrap_or_default(),
+        _ => container::needs_more_foreign(req, facts),
+    }
 }
 
 fn deny(rule: &'static str, msg: &str) -> Result<Permitted, Denial> {

@@ -89,6 +89,12 @@ pub fn needs_create(req: &Request, _policy: &Policy) -> Result<Vec<FactQuery>, D
     Ok(q)
 }
 
+/// Follow-up facts of a create: the volumes its `VolumesFrom` targets would bring in.
+pub fn needs_more_create(req: &Request, facts: &Facts) -> Result<Vec<FactQuery>, Denial> {
+    let cb = model::effective(req)?;
+    namespaces::needs_more(&cb.hc, facts)
+}
+
 /// Decides a create; an allowed create is always forwarded as the proxy's rewritten body.
 pub fn decide_create(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted, Denial> {
     // `policy::effective` hands over a body whose top-level host settings were already moved.
