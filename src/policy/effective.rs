@@ -22,7 +22,10 @@ pub(super) struct Effective<'a> {
 /// Normalises a create body; refuses the shapes `container::model` refuses.
 pub(super) fn create(req: &Request) -> Result<Effective<'_>, Denial> {
     if container::is_effective(req) {
-        return Ok(Effective { req: Cow::Borrowed(req), moved: Vec::new() });
+        return Ok(Effective {
+            req: Cow::Borrowed(req),
+            moved: Vec::new(),
+        });
     }
     let (body, moved) = container::effective_body(req)?;
     let r = Request {
@@ -32,7 +35,10 @@ pub(super) fn create(req: &Request) -> Result<Effective<'_>, Denial> {
         body: Some(body),
         has_body: req.has_body,
     };
-    Ok(Effective { req: Cow::Owned(r), moved })
+    Ok(Effective {
+        req: Cow::Owned(r),
+        moved,
+    })
 }
 
 impl Effective<'_> {
@@ -41,7 +47,15 @@ impl Effective<'_> {
         if self.moved.is_empty() {
             return p;
         }
-        let keys = self.moved.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
-        p.rewrite("container.legacy_hostconfig", format!("moved top-level {keys} into `HostConfig`"))
+        let keys = self
+            .moved
+            .iter()
+            .map(|k| format!("`{k}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        p.rewrite(
+            "container.legacy_hostconfig",
+            format!("moved top-level {keys} into `HostConfig`"),
+        )
     }
 }

@@ -12,18 +12,32 @@ use super::error::ProxyError;
 use super::server::Shared;
 use crate::api::json::Json;
 
-pub async fn after_put(shared: &Shared, reference: &str, resp: Result<Response<ProxyBody>, ProxyError>) -> Result<Response<ProxyBody>, ProxyError> {
-    let (Ok(r), Some(hb), Some(pins)) = (&resp, &shared.hand_back, &shared.pins) else { return resp };
+pub async fn after_put(
+    shared: &Shared,
+    reference: &str,
+    resp: Result<Response<ProxyBody>, ProxyError>,
+) -> Result<Response<ProxyBody>, ProxyError> {
+    let (Ok(r), Some(hb), Some(pins)) = (&resp, &shared.hand_back, &shared.pins) else {
+        return resp;
+    };
     if r.status() != StatusCode::OK || pins.entries().is_empty() {
         return resp;
     }
     let id = match shared.containers.cached(reference).0 {
         Some(f) => Some(f.id),
-        None => match super::facts::daemon_get(&shared.upstream, &format!("/containers/{}/json", pct(reference))).await {
+        None => match super::facts::daemon_get(
+            &shared.upstream,
+            &format!("/containers/{}/json", pct(reference)),
+        )
+        .await
+        {
             Ok(Some(Json::Object(o))) => o.str("Id").ok().flatten().map(str::to_owned),
             Ok(_) => None,
             Err(e) => {
-                tracing::warn!(container = reference, "looking up the container an archive was put into: {e}");
+                tracing::warn!(
+                    container = reference,
+                    "looking up the container an archive was put into: {e}"
+                );
                 None
             }
         },
@@ -35,5 +49,13 @@ pub async fn after_put(shared: &Shared, reference: &str, resp: Result<Response<P
 }
 
 fn pct(s: &str) -> String {
-    s.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-_.".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }

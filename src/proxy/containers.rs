@@ -52,12 +52,17 @@ impl Containers {
         let created = match &path {
             None => BTreeSet::new(),
             Some(p) => match std::fs::read(p) {
-                Ok(b) => serde_json::from_slice(&b).map_err(|e| anyhow::anyhow!("`{}`: {e}", p.display()))?,
+                Ok(b) => serde_json::from_slice(&b)
+                    .map_err(|e| anyhow::anyhow!("`{}`: {e}", p.display()))?,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeSet::new(),
                 Err(e) => return Err(anyhow::anyhow!("`{}`: {e}", p.display())),
             },
         };
-        Ok(Self { path, created: Mutex::new(created), cache: Mutex::default() })
+        Ok(Self {
+            path,
+            created: Mutex::new(created),
+            cache: Mutex::default(),
+        })
     }
 
     pub fn created_here(&self, id: &str) -> bool {
@@ -76,10 +81,21 @@ impl Containers {
         let Some(path) = &self.path else { return };
         let write = || -> std::io::Result<()> {
             if ids.is_empty() {
-                return std::fs::remove_file(path).or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) });
+                return std::fs::remove_file(path).or_else(|e| {
+                    if e.kind() == std::io::ErrorKind::NotFound {
+                        Ok(())
+                    } else {
+                        Err(e)
+                    }
+                });
             }
             let tmp = path.with_extension("json.tmp");
-            let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?;
             f.write_all(&serde_json::to_vec(ids).map_err(std::io::Error::other)?)?;
             f.sync_all()?;
             std::fs::rename(&tmp, path)
@@ -93,7 +109,10 @@ impl Containers {
     /// pass back to [`store`](Self::store) after a fresh look-up.
     pub fn cached(&self, reference: &str) -> (Option<ContainerFact>, u64) {
         let g = lock(&self.cache);
-        (g.live.then(|| g.facts.get(reference).cloned()).flatten(), g.generation)
+        (
+            g.live.then(|| g.facts.get(reference).cloned()).flatten(),
+            g.generation,
+        )
     }
 
     pub fn store(&self, reference: &str, fact: &ContainerFact, generation: u64) {
@@ -172,28 +191,42 @@ impl Containers {
     async fn follow(&self, up: &Upstream) -> anyhow::Result<()> {
         let filters = r#"{"type":["container"],"event":["create","destroy","rename","update"]}"#;
         let path = format!("/events?filters={}", pct(filters));
-        let resp = up.request(http::Request::get(upstream::uri(&path)?).body(body::empty())?).await?;
-        anyhow::ensure!(resp.status().is_success(), "daemon answered {} to `/events`", resp.status());
+        let resp = up
+            .request(http::Request::get(upstream::uri(&path)?).body(body::empty())?)
+            .await?;
+        anyhow::ensure!(
+            resp.status().is_success(),
+            "daemon answered {} to `/events`",
+            resp.status()
+        );
         let mut stream = resp.into_body();
         self.set_live(true);
         let before = lock(&self.created).clone();
         let list = super::facts::daemon_get(up, "/containers/json?all=1").await?;
         let existing: BTreeSet<String> = match &list {
-            Some(crate::api::json::Json::Array(a)) => {
-                a.iter().filter_map(|c| c.as_object()?.str("Id").ok().flatten().map(str::to_owned)).collect()
-            }
+            Some(crate::api::json::Json::Array(a)) => a
+                .iter()
+                .filter_map(|c| c.as_object()?.str("Id").ok().flatten().map(str::to_owned))
+                .collect(),
             _ => anyhow::bail!("unexpected container list"),
         };
         self.prune(&before, &existing);
         let mut buf = BytesMut::new();
         while let Some(frame) = stream.frame().await {
-            let Ok(data) = frame?.into_data() else { continue };
+            let Ok(data) = frame?.into_data() else {
+                continue;
+            };
             buf.extend_from_slice(&data);
             while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
                 let line = buf.split_to(nl + 1);
-                let Ok(ev) = serde_json::from_slice::<serde_json::Value>(&line) else { continue };
+                let Ok(ev) = serde_json::from_slice::<serde_json::Value>(&line) else {
+                    continue;
+                };
                 let action = ev["Action"].as_str().unwrap_or_default();
-                let id = ev["Actor"]["ID"].as_str().or(ev["id"].as_str()).unwrap_or_default();
+                let id = ev["Actor"]["ID"]
+                    .as_str()
+                    .or(ev["id"].as_str())
+                    .unwrap_or_default();
                 self.invalidate(action, id);
                 if action == "destroy" {
                     self.prune(&BTreeSet::from([id.to_owned()]), &BTreeSet::new());
@@ -205,7 +238,15 @@ impl Containers {
 }
 
 fn pct(s: &str) -> String {
-    s.bytes().map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 /// After the daemon answered a container create: records the new container as this proxy's.
@@ -218,10 +259,19 @@ pub async fn after_create(
         other => return other,
     };
     let (parts, b) = resp.into_parts();
-    let bytes: Bytes = b.collect().await.map_err(|e| ProxyError::Internal(format!("reading the create answer: {e}")))?.to_bytes();
-    match serde_json::from_slice::<serde_json::Value>(&bytes).ok().and_then(|v| v["Id"].as_str().map(str::to_owned)) {
+    let bytes: Bytes = b
+        .collect()
+        .await
+        .map_err(|e| ProxyError::Internal(format!("reading the create answer: {e}")))?
+        .to_bytes();
+    match serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|v| v["Id"].as_str().map(str::to_owned))
+    {
         Some(id) => containers.record(&id),
-        None => tracing::warn!("create answer without an `Id`: the container is not recorded as this proxy's"),
+        None => tracing::warn!(
+            "create answer without an `Id`: the container is not recorded as this proxy's"
+        ),
     }
     Ok(Response::from_parts(parts, body::full(bytes)))
 }

@@ -34,13 +34,21 @@ fn is_name(b: u8) -> bool {
 /// A string's contents as Go's encoder would write them (`"`, `\`, control characters).
 fn json_escape(s: &str) -> Vec<u8> {
     let quoted = serde_json::to_string(s).unwrap_or_default();
-    quoted.as_bytes().get(1..quoted.len().saturating_sub(1)).unwrap_or_default().to_vec()
+    quoted
+        .as_bytes()
+        .get(1..quoted.len().saturating_sub(1))
+        .unwrap_or_default()
+        .to_vec()
 }
 
 impl PinMap {
     pub fn new(pin_dir: &str, pins: impl IntoIterator<Item = (String, String)>) -> Self {
         let prefix = format!("{}/", pin_dir.trim_end_matches('/')).into_bytes();
-        let map = pins.into_iter().filter(|(_, src)| src.starts_with('/')).map(|(pin, src)| (pin.into_bytes(), json_escape(&src))).collect();
+        let map = pins
+            .into_iter()
+            .filter(|(_, src)| src.starts_with('/'))
+            .map(|(pin, src)| (pin.into_bytes(), json_escape(&src)))
+            .collect();
         Self { prefix, map }
     }
 
@@ -74,7 +82,14 @@ impl PinMap {
             i = end;
         }
         // Hold back a tail that is a proper prefix of `<pin dir>/`.
-        let keep = if eof { 0 } else { (1..p.len()).rev().find(|&k| k <= buf.len() && buf[buf.len() - k..] == p[..k]).unwrap_or(0) };
+        let keep = if eof {
+            0
+        } else {
+            (1..p.len())
+                .rev()
+                .find(|&k| k <= buf.len() && buf[buf.len() - k..] == p[..k])
+                .unwrap_or(0)
+        };
         let upto = (buf.len() - keep).max(copied);
         out.extend_from_slice(&buf[copied..upto]);
         (out, upto)
@@ -96,7 +111,13 @@ pub struct Unpinned {
 
 impl Unpinned {
     pub fn new(inner: ProxyBody, map: PinMap) -> Self {
-        Self { inner, map, carry: BytesMut::new(), trailers: None, done: false }
+        Self {
+            inner,
+            map,
+            carry: BytesMut::new(),
+            trailers: None,
+            done: false,
+        }
     }
 
     fn flush(&mut self) -> Option<Frame<Bytes>> {
@@ -110,7 +131,10 @@ impl Body for Unpinned {
     type Data = Bytes;
     type Error = hyper::Error;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let this = self.get_mut();
         loop {
             if this.done {
@@ -152,7 +176,13 @@ mod tests {
     use super::*;
 
     fn map() -> PinMap {
-        PinMap::new("/run/dw/pins/ab", [("/run/dw/pins/ab/18f-1".to_owned(), "/ws/da\"ta".to_owned()), ("/run/dw/pins/ab/18f-10".to_owned(), "/ws/x".to_owned())])
+        PinMap::new(
+            "/run/dw/pins/ab",
+            [
+                ("/run/dw/pins/ab/18f-1".to_owned(), "/ws/da\"ta".to_owned()),
+                ("/run/dw/pins/ab/18f-10".to_owned(), "/ws/x".to_owned()),
+            ],
+        )
     }
 
     const BODY: &str = r#"{"HostConfig":{"Binds":["/run/dw/pins/ab/18f-1:/data:ro"],"Mounts":[{"Source":"/run/dw/pins/ab/18f-10"}]},"Mounts":[{"Source":"/run/dw/pins/ab/18f-1"},{"Source":"/run/dw/pins/ab/18f-2"},{"Source":"/run/dw/pins/ab/18f-1/sub"}]}"#;

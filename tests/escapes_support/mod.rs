@@ -16,17 +16,27 @@ pub struct Engine {
 
 /// Engine 20.10 in the host network namespace and Engine 26.1 in `/run/netns/docker26`.
 const ALL: [Engine; 2] = [
-    Engine { name: "20.10", socket: "/var/run/docker.sock" },
-    Engine { name: "26.1", socket: "/run/docker26/docker.sock" },
+    Engine {
+        name: "20.10",
+        socket: "/var/run/docker.sock",
+    },
+    Engine {
+        name: "26.1",
+        socket: "/run/docker26/docker.sock",
+    },
 ];
 
 /// The engines that answer; prints why one is skipped.
 pub fn engines() -> Vec<Engine> {
     ALL.into_iter()
         .filter(|e| {
-            let up = std::path::Path::new(e.socket).exists() && e.cli(&["version"]).status.success();
+            let up =
+                std::path::Path::new(e.socket).exists() && e.cli(&["version"]).status.success();
             if !up {
-                eprintln!("skipped on engine {}: no daemon answers on {}", e.name, e.socket);
+                eprintln!(
+                    "skipped on engine {}: no daemon answers on {}",
+                    e.name, e.socket
+                );
             }
             up
         })
@@ -42,7 +52,9 @@ impl Engine {
     pub fn cli(&self, args: &[&str]) -> Output {
         let cli = cli28().or(cli2010()).expect("a docker CLI");
         let mut c = Command::new(cli);
-        c.env("DOCKER_HOST", self.host()).env_remove("DOCKER_CONTEXT").args(args);
+        c.env("DOCKER_HOST", self.host())
+            .env_remove("DOCKER_CONTEXT")
+            .args(args);
         run_with_timeout(&mut c, None, Duration::from_secs(120))
     }
 
@@ -50,18 +62,26 @@ impl Engine {
     #[track_caller]
     pub fn ok(&self, args: &[&str]) -> String {
         let o = self.cli(args);
-        assert!(o.status.success(), "engine {}: docker {args:?}: {}", self.name, String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "engine {}: docker {args:?}: {}",
+            self.name,
+            String::from_utf8_lossy(&o.stderr)
+        );
         String::from_utf8_lossy(&o.stdout).trim().to_owned()
     }
 
     /// `docker inspect` straight at the daemon, parsed.
     pub fn inspect(&self, what: &str) -> serde_json::Value {
-        let v: serde_json::Value = serde_json::from_str(&self.ok(&["inspect", what])).expect("inspect json");
+        let v: serde_json::Value =
+            serde_json::from_str(&self.ok(&["inspect", what])).expect("inspect json");
         v.get(0).cloned().expect("one object")
     }
 
     pub fn exists(&self, name: &str) -> bool {
-        self.cli(&["inspect", "--type", "container", name]).status.success()
+        self.cli(&["inspect", "--type", "container", name])
+            .status
+            .success()
     }
 
     /// A proxy in front of this engine, with a fresh workspace.
@@ -71,7 +91,10 @@ impl Engine {
 
     /// A proxy whose workspace (with `data/`) belongs to `owner` (the workspace user).
     pub fn proxy_owned(&self, owner: Option<u32>, extra: &[&str]) -> Proxy {
-        let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
+        let dir = tempfile::Builder::new()
+            .prefix("dwtest")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
         let ws = dir.path().canonicalize().expect("canonical").join("ws");
         std::fs::create_dir_all(ws.join("data")).expect("workspace");
         if let Some(uid) = owner {
@@ -92,7 +115,11 @@ pub struct Cleanup {
 
 impl Cleanup {
     pub fn new(engine: Engine) -> Self {
-        Cleanup { engine, containers: Vec::new(), networks: Vec::new() }
+        Cleanup {
+            engine,
+            containers: Vec::new(),
+            networks: Vec::new(),
+        }
     }
 }
 
@@ -117,8 +144,17 @@ pub fn request(p: &Proxy, method: &str, path: &str, body: Option<&str>) -> (u16,
         None => format!("{method} {path} HTTP/1.1\r\nHost: docker\r\nConnection: close\r\n\r\n"),
     };
     let resp = p.raw(req.as_bytes());
-    let status = resp.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    (status, resp.split_once("\r\n\r\n").map(|x| x.1.to_owned()).unwrap_or_default())
+    let status = resp
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (
+        status,
+        resp.split_once("\r\n\r\n")
+            .map(|x| x.1.to_owned())
+            .unwrap_or_default(),
+    )
 }
 
 /// Sends raw bytes and returns the response head only (for requests that switch protocols
@@ -126,7 +162,8 @@ pub fn request(p: &Proxy, method: &str, path: &str, body: Option<&str>) -> (u16,
 pub fn head(sock: &std::path::Path, bytes: &[u8]) -> String {
     use std::io::{Read, Write};
     let mut s = std::os::unix::net::UnixStream::connect(sock).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
     s.write_all(bytes).expect("write");
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
@@ -141,12 +178,17 @@ pub fn head(sock: &std::path::Path, bytes: &[u8]) -> String {
 
 /// The status code of a raw response.
 pub fn status(resp: &str) -> u16 {
-    resp.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+    resp.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
 }
 
 /// `POST /containers/{id}/attach` with `Upgrade: tcp`, as the CLI sends it.
 pub fn attach_request(id: &str) -> String {
-    format!("POST /v1.41/containers/{id}/attach?stream=1&stdout=1&stderr=1 HTTP/1.1\r\nHost: docker\r\nConnection: Upgrade\r\nUpgrade: tcp\r\nContent-Length: 0\r\n\r\n")
+    format!(
+        "POST /v1.41/containers/{id}/attach?stream=1&stdout=1&stderr=1 HTTP/1.1\r\nHost: docker\r\nConnection: Upgrade\r\nUpgrade: tcp\r\nContent-Length: 0\r\n\r\n"
+    )
 }
 
 /// The websocket attach handshake.

@@ -46,7 +46,11 @@ fn target(req: &Request) -> Option<Target> {
         | E::ContainerUpdate(id)
         | E::ContainerRename(id) => c(id),
         E::ExecStart(id) => Some(Target::Exec(id.clone())),
-        E::Commit => req.query.get("container").filter(|r| !r.is_empty()).map(|r| Target::Container(r.to_owned())),
+        E::Commit => req
+            .query
+            .get("container")
+            .filter(|r| !r.is_empty())
+            .map(|r| Target::Container(r.to_owned())),
         _ => None,
     }
 }
@@ -87,7 +91,12 @@ pub fn check(req: &Request, facts: &Facts, policy: &Policy) -> Result<(), Denial
         Some(None) => return Ok(()),
         Some(Some(c)) => c,
     };
-    let refuse = |why: String| Denial::new("container.foreign", format!("container `{reference}` {why}"));
+    let refuse = |why: String| {
+        Denial::new(
+            "container.foreign",
+            format!("container `{reference}` {why}"),
+        )
+    };
     if !fact.created_here {
         return Err(refuse("was not created through this proxy".into()));
     }
@@ -95,16 +104,28 @@ pub fn check(req: &Request, facts: &Facts, policy: &Policy) -> Result<(), Denial
         return Err(refuse("has an unreadable host config".into()));
     };
     let mut stored = without_joins(stored);
-    let ctx = Ctx { facts, policy, mode: Mode::Stored };
-    check_host_config(&mut stored, &ctx, &mut Changes::default())
-        .map_err(|d| refuse(format!("does not pass the policy: {} (rule `{}`)", d.message, d.rule)))
+    let ctx = Ctx {
+        facts,
+        policy,
+        mode: Mode::Stored,
+    };
+    check_host_config(&mut stored, &ctx, &mut Changes::default()).map_err(|d| {
+        refuse(format!(
+            "does not pass the policy: {} (rule `{}`)",
+            d.message, d.rule
+        ))
+    })
 }
 
 /// The stored HostConfig without the joins the proxy judged at create.
 fn without_joins(stored: &Object) -> Object {
     let mut o = stored.clone();
     for f in JOIN_FIELDS {
-        if o.str(f).ok().flatten().is_some_and(|m| m.starts_with("container:")) {
+        if o.str(f)
+            .ok()
+            .flatten()
+            .is_some_and(|m| m.starts_with("container:"))
+        {
             o.remove(f);
         }
     }
