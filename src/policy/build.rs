@@ -5,18 +5,21 @@
 //! leaves the query string as the only source. Where dockerd reads the first value of a key, we
 //! check every value, so a repeated key cannot smuggle a second meaning past us.
 //!
-//! BuildKit's `/session` and `/grpc` are allowed: they carry HTTP/2 the proxy does not parse, so
-//! the daemon's `builder.Entitlements` (network-host and security-insecure off) is what holds
-//! there; `dockwarden proxy` warns at start-up when it can see that they are not set.
+//! BuildKit's `/session` and `/grpc` upgrades are allowed here. `/session` is tunnelled (the
+//! daemon is the gRPC client on it); `/grpc` is served as HTTP/2 by the proxy after the upgrade
+//! and every call on it is judged by `policy::grpc`. The daemon's `builder.Entitlements`
+//! (network-host and security-insecure off) is the second wall; `dockwarden proxy` logs an
+//! error at start-up when it can see that they are not set.
 
 use super::catalogue::Rule;
 use super::{Denial, Permitted, Policy, Request};
+pub use super::profile::prune_decision;
 
 pub const RULES: &[Rule] = &[
     Rule {
         id: "build.network",
         rationale: "RUN steps may use the default network or none; `host`, `container:` and user networks reach the host's stack or other containers",
-        hint: "drop `--network` from `docker build`, or use `--network none`",
+        hint: "drop `--network` from `docker build`, or use `--network none` (a private-daemon profile also allows a user bridge network that passes the network rules)",
     },
     Rule {
         id: "build.cgroup_parent",
@@ -43,9 +46,11 @@ const NETWORK_MODES: &[&str] = &["", "default", "bridge", "none"];
 const CLIENT_SESSION: &str = "client-session";
 
 /// `POST /build` and `POST /build/cancel`.
-pub fn decide_build(req: &Request, _policy: &Policy) -> Result<Permitted, Denial> {
+pub fn decide_build(req: &Request, policy: &Policy) -> Result<Permitted, Denial> {
     let q = &req.query;
-    if let Some(m) = q.all("networkmode").into_iter().find(|m| !NETWORK_MODES.contains(m)) {
+    // A private daemon's user networks are judged with their facts (`profile::check_build_network`).
+    let refused = |m: &&str| !NETWORK_MODES.contains(m) && !super::profile::build_user_network_allowed(m, policy);
+    if let Some(m) = q.all("networkmode").into_iter().find(refused) {
         return Err(Denial::new("build.network", format!("build network mode `{m}` is not allowed")));
     }
     if let Some(c) = q.all("cgroupparent").into_iter().find(|c| !c.is_empty()) {
@@ -63,7 +68,7 @@ pub fn decide_build(req: &Request, _policy: &Policy) -> Result<Permitted, Denial
     Ok(Permitted::allow(req))
 }
 
-/// `POST /session` and `POST /grpc`: allowed; see the module comment for what guards them.
+/// `POST /session` and `POST /grpc` upgrades: allowed; see the module comment for what guards them.
 pub fn decide_buildkit(req: &Request) -> Result<Permitted, Denial> {
     Ok(Permitted::allow(req))
 }

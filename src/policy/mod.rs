@@ -12,10 +12,12 @@ pub mod container;
 mod effective;
 pub mod endpoints;
 pub mod facts;
+pub mod grpc;
 pub mod kind;
 pub mod limits;
 pub mod network;
 pub mod pins;
+pub mod profile;
 pub mod volume;
 
 use crate::api::json::{DecodeError, Json};

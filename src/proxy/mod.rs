@@ -8,6 +8,7 @@ pub mod containers;
 pub mod error;
 pub mod facts;
 pub mod framing;
+pub mod grpc;
 pub mod handler;
 pub mod memory;
 pub mod pins;

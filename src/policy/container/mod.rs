@@ -15,6 +15,7 @@ mod ports;
 mod privilege;
 mod rules;
 mod security;
+mod sysctls;
 mod verbs;
 
 #[cfg(test)]

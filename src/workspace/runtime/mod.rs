@@ -5,6 +5,7 @@
 
 mod local;
 mod procs;
+pub mod select;
 
 use std::collections::BTreeMap;
 use std::future::Future;
