@@ -68,6 +68,9 @@ fn fake_facts(qs: Vec<FactQuery>) -> Facts {
             FactQuery::Container(r) => {
                 f.containers.insert(r, None);
             }
+            FactQuery::Exec(id) => {
+                f.execs.insert(id, None);
+            }
             FactQuery::Network(r) => {
                 let fact = NetworkFact {
                     id: "0123456789ab".into(),

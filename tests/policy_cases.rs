@@ -4,6 +4,9 @@
 //! or null), `host_routes` (`["192.0.2.0/24 eth0"]`), `container_count` (null: not gathered),
 //! `memory_budget` and `pids_budget`; `forwarded_query` checks query rewrites.
 //!
+//! Containers may say `created_here` (default true) and list the `volumes` they mount;
+//! `execs` maps exec IDs to container IDs (null: 404).
+//!
 //! Each case is `{description, method, path, body | body_raw, fs?, facts?, expect, rules,
 //! forwarded?, pins?}`. `$WS` in the body, facts and `forwarded` is a fresh workspace directory
 //! (with a sibling `$WS-evil`), `$PROXY` the proxy's socket. `fs` lays out the workspace
@@ -121,8 +124,13 @@ fn case_facts(f: &Value, ws: &Ws) -> Facts {
             id: v["id"].as_str().unwrap_or("").to_owned(),
             host_config: to_json(&v["host_config"]),
             labels: Vec::new(),
+            created_here: v.get("created_here").and_then(Value::as_bool).unwrap_or(true),
+            volumes: v["volumes"].as_array().map(|a| a.iter().filter_map(|n| n.as_str().map(str::to_owned)).collect()).unwrap_or_default(),
         });
         facts.containers.insert(r, c);
+    }
+    for (r, v) in obj("execs") {
+        facts.execs.insert(r, v.as_str().map(str::to_owned));
     }
     for (r, v) in obj("images") {
         let img = v.as_array().map(|a| ImageFact { exposed_ports: a.iter().filter_map(|p| p.as_str().map(str::to_owned)).collect() });
@@ -177,6 +185,8 @@ fn run_case(case: &Value, pol: &Policy) -> Result<(), String> {
                 if case.get("no_gather") != Some(&Value::Bool(true)) {
                     gather_host_paths(&qs, &ws, &mut facts);
                 }
+                let mut qs = qs;
+                qs.extend(policy::needs_more(&req, &facts));
                 check_facts_requested(&qs, &facts)?;
                 policy::decide(&req, &facts, pol)
             }
@@ -208,6 +218,7 @@ fn check_facts_requested(qs: &[FactQuery], f: &Facts) -> Result<(), String> {
         .chain(f.volumes.keys().filter(|k| !asked(FactQuery::Volume((*k).clone()))))
         .chain(f.host_paths.keys().filter(|k| !asked(FactQuery::HostPath((*k).clone()))))
         .chain(f.networks.keys().filter(|k| !asked(FactQuery::Network((*k).clone()))))
+        .chain(f.execs.keys().filter(|k| !asked(FactQuery::Exec((*k).clone()))))
         .cloned()
         .collect();
     if f.host_routes.is_some() && !asked(FactQuery::HostRoutes) {
@@ -307,4 +318,70 @@ fn policy_cases() {
     }
     assert!(failures.is_empty(), "{} of {n} policy cases failed", failures.len());
     assert!(n > 50, "only {n} cases found");
+}
+
+/// The same create with its `HostConfig` settings at the top level, as engines before 27 read
+/// them: with no `HostConfig` (`with_null: false`) or with `"HostConfig": null`. `None` when
+/// the case has no `HostConfig` object to move, or a top-level key would collide.
+fn top_level_variant(case: &Value, with_null: bool) -> Option<Value> {
+    if !case["path"].as_str()?.ends_with("/containers/create") || case.get("body_raw").is_some() {
+        return None;
+    }
+    // Cases about the top-level form itself (a top-level setting next to `HostConfig`).
+    if case["rules"].as_array().is_some_and(|r| r.iter().any(|r| r == "container.legacy_hostconfig")) {
+        return None;
+    }
+    let body = case.get("body")?.as_object()?;
+    let hc = body.get("HostConfig")?.as_object().filter(|hc| !hc.is_empty())?;
+    let mut top: serde_json::Map<String, Value> = body.iter().filter(|(k, _)| *k != "HostConfig").map(|(k, v)| (k.clone(), v.clone())).collect();
+    for (k, v) in hc {
+        if top.keys().any(|t| t.eq_ignore_ascii_case(k)) {
+            return None;
+        }
+        top.insert(k.clone(), v.clone());
+    }
+    if with_null {
+        top.insert("HostConfig".into(), Value::Null);
+    }
+    let mut out = case.clone();
+    out["body"] = Value::Object(top);
+    Some(out)
+}
+
+/// Issue 12, item 1: every rule family judges the one effective configuration. Each container
+/// create case is run again with its `HostConfig` settings moved to the top level (no
+/// `HostConfig`, then `"HostConfig": null`), and must get the same verdict from the same rule
+/// and ask for the same facts (a family that read only `HostConfig` would ask for none).
+#[test]
+fn top_level_host_settings_are_judged_like_host_config() {
+    let pol = Policy::default_policy();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/policy_cases");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("cases dir").map(|e| e.expect("entry").path()).collect();
+    files.sort();
+    let (mut n, mut failures) = (0, BTreeMap::new());
+    let mut families = std::collections::BTreeSet::new();
+    for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "json")) {
+        let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(f).expect("read")).expect("case file parses");
+        let file = f.file_name().and_then(|s| s.to_str()).unwrap_or("?").to_owned();
+        for case in &cases {
+            for with_null in [false, true] {
+                let Some(moved) = top_level_variant(case, with_null) else { continue };
+                n += 1;
+                families.insert(file.clone());
+                let how = if with_null { "top level, HostConfig null" } else { "top level, no HostConfig" };
+                let name = format!("{file}: {} ({how})", case["description"].as_str().unwrap_or("?"));
+                if let Err(e) = run_case(&moved, &pol) {
+                    failures.insert(name, e);
+                }
+            }
+        }
+    }
+    for (name, e) in &failures {
+        eprintln!("FAIL {name}\n     {e}");
+    }
+    eprintln!("{n} top-level variants over the rule families {families:?}");
+    assert!(failures.is_empty(), "{} of {n} top-level variants judged differently", failures.len());
+    for family in ["hosts.json", "limits.json", "mounts.json", "namespaces.json", "network.json", "ports.json", "privilege.json", "security.json"] {
+        assert!(families.contains(family), "no create case in {family} has a HostConfig to move");
+    }
 }

@@ -34,6 +34,7 @@ fn facts_for(queries: &[FactQuery]) -> Facts {
                 }
             }
             FactQuery::Container(c) => drop(f.containers.insert(c.clone(), None)),
+            FactQuery::Exec(e) => drop(f.execs.insert(e.clone(), None)),
             FactQuery::Network(n) => drop(f.networks.insert(n.clone(), None)),
             FactQuery::Volume(v) => drop(f.volumes.insert(v.clone(), None)),
             FactQuery::Image(i) => drop(f.images.insert(i.clone(), Some(ImageFact { exposed_ports: vec![] }))),

@@ -55,6 +55,10 @@ pub struct ProxyArgs {
     /// --listen>`, so a restarted proxy finds its pins and two proxies never share them).
     #[arg(long)]
     pub pin_dir: Option<PathBuf>,
+    /// Show pin paths in container inspect and list answers instead of the workspace paths
+    /// they were made from (for reviewers; clients expect their own paths back).
+    #[arg(long)]
+    pub show_pins: bool,
 }
 
 /// The default pin directory: stable per listening socket (FNV-1a of its path).
@@ -165,6 +169,13 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
             return Err(e).context("setting up bind pins (the proxy must run as root, in the daemon's mount namespace)");
         }
     };
+    // Beside the pin directory's lock: as private as the pins, and per proxy.
+    let created = pin_dir.with_file_name(format!("{}.created.json", pin_dir.file_name().unwrap_or_default().to_string_lossy()));
+    let containers = Arc::new(proxy::containers::Containers::open(Some(created))?);
+    containers.spawn(upstream.clone());
+    // Releases pins of destroyed containers and hands root-written files back (reconciles
+    // with the daemon first, and after every reconnect).
+    let hand_back = crate::hostfs::watch::spawn(pins.clone(), upstream.clone(), crate::hostfs::watch::Owner { uid, gid });
     let shared = Arc::new(Shared {
         policy,
         upstream,
@@ -174,11 +185,11 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
         env,
         create_lock: tokio::sync::Mutex::new(()),
         pins: Some(pins.clone()),
+        containers,
+        hand_back: Some(hand_back),
+        show_pins: a.show_pins,
         sessions: Arc::default(),
     });
-    // Releases pins of destroyed containers and hands root-written files back (reconciles
-    // with the daemon first, and after every reconnect).
-    crate::hostfs::watch::spawn(pins.clone(), shared.upstream.clone(), crate::hostfs::watch::Owner { uid, gid });
     println!("export DOCKER_HOST=unix://{}", a.listen.display());
     tracing::info!(listen = %a.listen.display(), upstream = %a.upstream.display(), workspace = %workspace.display(), "dockwarden proxy ready");
     let opts = Options {

@@ -31,6 +31,8 @@ pub struct Summary {
     pub skipped_devices: u64,
     pub skipped_hardlinks: u64,
     pub skipped_deep: u64,
+    /// Regular files whose setuid/setgid bits were cleared.
+    pub cleared_setid: u64,
     pub errors: u64,
     /// False when the walk stopped at its entry limit.
     pub complete: bool,
@@ -139,13 +141,18 @@ impl Walker {
         }
     }
 
-    /// Counts one entry and changes its owner when it is root's and safe to change.
+    /// Counts one entry and changes its owner when it is root's and safe to change; clears
+    /// the setuid and setgid bits of a regular file that would run as anyone but the
+    /// workspace user.
     fn visit(&mut self, fd: &OwnedFd, st: &FileStat) {
         self.summary.visited += 1;
-        if st.st_uid != 0 {
+        let k = kind(st);
+        let setid = k == libc::S_IFREG
+            && st.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0
+            && (st.st_uid != self.uid.as_raw() || st.st_gid != self.gid.as_raw());
+        if st.st_uid != 0 && !setid {
             return;
         }
-        let k = kind(st);
         if k == libc::S_IFCHR || k == libc::S_IFBLK {
             // A device node owned by the workspace user would be a door to raw devices.
             self.summary.skipped_devices += 1;
@@ -154,7 +161,32 @@ impl Walker {
         if k != libc::S_IFDIR && st.st_nlink > 1 && !self.all_links_seen(st) {
             return;
         }
-        self.chown(fd);
+        if st.st_uid == 0 {
+            self.chown(fd);
+        }
+        if setid {
+            self.clear_setid(fd);
+        }
+    }
+
+    /// Linux clears setuid (and group-executable setgid) on chown; whatever remains goes too.
+    /// The fd is `O_PATH`, so the mode is changed through its magic link, which names this
+    /// very inode (a regular file: no symlink is followed).
+    fn clear_setid(&mut self, fd: &OwnedFd) {
+        let Ok(st) = nix::sys::stat::fstat(fd.as_fd()) else {
+            self.summary.errors += 1;
+            return;
+        };
+        let mode = st.st_mode & 0o7777;
+        if mode & (libc::S_ISUID | libc::S_ISGID) == 0 {
+            self.summary.cleared_setid += 1;
+            return;
+        }
+        let new = std::os::unix::fs::PermissionsExt::from_mode(mode & !(libc::S_ISUID | libc::S_ISGID));
+        match std::fs::set_permissions(format!("/proc/self/fd/{}", fd.as_raw_fd()), new) {
+            Ok(()) => self.summary.cleared_setid += 1,
+            Err(_) => self.summary.errors += 1,
+        }
     }
 
     /// A file with several links may share its inode with a name outside the source: change
@@ -229,5 +261,34 @@ mod tests {
         assert_eq!(uid(&root.join("sentinel")), 0, "a symlink target outside is never changed");
         assert_eq!(uid(&src.join("out-hard")), 0, "an inode linked from outside is left alone");
         assert_eq!(s.skipped_hardlinks, 1);
+    }
+
+    /// Needs root; skipped otherwise.
+    #[test]
+    fn setuid_and_setgid_files_that_would_run_as_someone_else_lose_the_bits() {
+        use std::os::unix::fs::PermissionsExt;
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let t = tempfile::tempdir().expect("tempdir");
+        let src = t.path().join("src");
+        std::fs::create_dir_all(&src).expect("mkdir");
+        let mk = |name: &str, uid: u32, gid: u32, mode: u32| {
+            let p = src.join(name);
+            std::fs::write(&p, b"#!/bin/sh\n").expect("write");
+            nix::unistd::chown(&p, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid))).expect("chown");
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        };
+        mk("root-suid", 0, 0, 0o4755);
+        mk("root-sgid", 4242, 0, 0o2755);
+        mk("daemon-suid", 1, 1, 0o4755);
+        mk("own-suid", 4242, 4343, 0o4755);
+        let s = chown_tree(open_dir(&src), 4242, 4343, 100, u64::MAX).expect("walk");
+        let meta = |n: &str| std::fs::symlink_metadata(src.join(n)).expect("meta");
+        assert_eq!((meta("root-suid").uid(), meta("root-suid").mode() & 0o7777), (4242, 0o755));
+        assert_eq!((meta("root-sgid").gid(), meta("root-sgid").mode() & 0o7777), (0, 0o755));
+        assert_eq!((meta("daemon-suid").uid(), meta("daemon-suid").mode() & 0o7777), (1, 0o755));
+        assert_eq!(meta("own-suid").mode() & 0o7777, 0o4755, "the workspace user's own setuid file is theirs");
+        assert_eq!(s.cleared_setid, 3);
     }
 }

@@ -47,16 +47,39 @@ pub(super) fn create_target(target: &Path, is_dir: bool) -> std::io::Result<()> 
     }
 }
 
-/// Bind-mounts the descriptor onto its target, then makes the pin mount private so nothing
-/// mounted beneath it later propagates.
+/// Bind-mounts the descriptor onto its target, remounts it `nosuid,nodev` (keeping `ro` and
+/// `noexec` of the source's mount), then makes the pin mount private so nothing mounted
+/// beneath it later propagates. The daemon's (r)bind of the pin copies those flags into the
+/// container: a setuid-root file or device node a container leaves in the bind grants nothing
+/// through the pin.
 pub(super) fn mount_pin(fd: &OwnedFd, target: &Path) -> std::io::Result<()> {
     let src = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
     nix::mount::mount(Some(&src), target, None::<&str>, MsFlags::MS_BIND, None::<&str>)?;
-    if let Err(e) = nix::mount::mount(None::<&str>, target, None::<&str>, MsFlags::MS_PRIVATE, None::<&str>) {
+    let harden = || -> nix::Result<()> {
+        nix::mount::mount(None::<&str>, target, None::<&str>, remount_flags(target)?, None::<&str>)?;
+        nix::mount::mount(None::<&str>, target, None::<&str>, MsFlags::MS_PRIVATE, None::<&str>)
+    };
+    if let Err(e) = harden() {
         let _ = nix::mount::umount2(target, MntFlags::MNT_DETACH);
         return Err(e.into());
     }
     Ok(())
+}
+
+/// `MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV`, plus the per-mount flags the new bind
+/// already has that a bind remount would otherwise drop (`ro`, `noexec`; atime flags are kept
+/// by the kernel).
+fn remount_flags(target: &Path) -> nix::Result<MsFlags> {
+    use nix::sys::statvfs::FsFlags;
+    let have = nix::sys::statvfs::statvfs(target)?.flags();
+    let mut f = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    if have.contains(FsFlags::ST_RDONLY) {
+        f |= MsFlags::MS_RDONLY;
+    }
+    if have.contains(FsFlags::ST_NOEXEC) {
+        f |= MsFlags::MS_NOEXEC;
+    }
+    Ok(f)
 }
 
 /// Removes an (unmounted) pin target: `rmdir` or `unlink`, never a recursive delete.

@@ -42,11 +42,35 @@ struct Job {
     why: &'static str,
 }
 
+/// Queues chown-back outside the event flow (after an archive was put into a container).
+#[derive(Clone)]
+pub struct HandBack {
+    store: Arc<PinStore>,
+    tx: mpsc::UnboundedSender<Job>,
+}
+
+impl HandBack {
+    /// Hands back every bind source of `container` now, whatever its state: a `PUT archive`
+    /// writes with the tar's owners and modes, and a created container that never starts
+    /// sends no stop event.
+    pub fn container(&self, container: &str, why: &'static str) {
+        for entry in self.store.pins_of(container) {
+            match self.store.open_root(&entry) {
+                Ok(root) => {
+                    let _ = self.tx.send(Job { root, entry, why });
+                }
+                Err(err) => tracing::warn!(pin = %entry.pin, "cannot open pin for chown-back: {err}"),
+            }
+        }
+    }
+}
+
 /// Starts the watcher and its chown worker; they run until the runtime stops.
-pub fn spawn(store: Arc<PinStore>, up: Upstream, owner: Owner) {
+pub fn spawn(store: Arc<PinStore>, up: Upstream, owner: Owner) -> HandBack {
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(worker(rx, owner));
-    tokio::spawn(follow(store, up, tx));
+    tokio::spawn(follow(store.clone(), up, tx.clone()));
+    HandBack { store, tx }
 }
 
 /// The daemon's containers: id → state, and pin path → id for every mount source that is one
@@ -222,6 +246,7 @@ fn log_summary(e: &PinEntry, why: &str, s: &Summary) {
         skipped.devices = s.skipped_devices,
         skipped.hardlinks = s.skipped_hardlinks,
         skipped.deep = s.skipped_deep,
+        cleared.setid = s.cleared_setid,
         errors = s.errors,
         complete = s.complete,
         "chown-back"

@@ -95,6 +95,7 @@ pub fn all() -> Vec<Rule> {
     for part in [
         RULES,
         super::container::RULES,
+        super::container::FOREIGN_RULES,
         super::pins::RULES,
         super::network::RULES,
         super::volume::RULES,

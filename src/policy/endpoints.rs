@@ -1,7 +1,7 @@
 //! The exhaustive per-endpoint decision: every [`Endpoint`] variant appears in each `match`
 //! below with no wildcard arm, so a new endpoint does not compile until it is classified.
 
-use super::{build, container, kind, limits, network, pins, profile, volume};
+use super::{build, container, effective, kind, limits, network, pins, profile, volume};
 use super::{BodyNeed, Denial, FactQuery, Facts, Permitted, Policy, Request};
 use crate::api::route::Endpoint as E;
 use crate::api::version::ApiVersion;
@@ -25,7 +25,10 @@ pub fn body_need(e: &E) -> BodyNeed {
 pub fn needs(req: &Request, policy: &Policy) -> Result<Vec<FactQuery>, Denial> {
     match &req.route.endpoint {
         // Surface issue: the networks a create joins are looked up too (network::needs_endpoints).
+        // Every family reads the one effective configuration (`effective`).
         E::ContainerCreate => {
+            let eff = effective::create(req)?;
+            let req = &*eff.req;
             let mut qs = container::needs_create(req, policy)?;
             qs.extend(network::needs_endpoints(req)?);
             qs.extend(pins::needs(req));
@@ -33,12 +36,23 @@ pub fn needs(req: &Request, policy: &Policy) -> Result<Vec<FactQuery>, Denial> {
             qs.dedup();
             Ok(qs)
         }
-        E::ContainerUpdate(_) => Ok(Vec::new()),
         E::NetworkCreate => network::needs_create(req),
         E::NetworkConnect(id) => network::needs_connect(req, id),
         E::VolumeCreate => volume::needs_create(req),
         E::Build => Ok(profile::needs_build(req, policy)),
-        _ => Ok(Vec::new()),
+        // Verbs that reach into a container look it up (`container::check_foreign`).
+        _ => Ok(container::needs_foreign(req)),
+    }
+}
+
+/// Follow-up facts (see `policy::needs_more`).
+pub fn needs_more(req: &Request, facts: &Facts) -> Vec<FactQuery> {
+    match &req.route.endpoint {
+        // A body the first round could read; a refusal comes from `decide` with its rule.
+        E::ContainerCreate => effective::create(req)
+            .and_then(|eff| container::needs_more_create(&eff.req, facts))
+            .unwrap_or_default(),
+        _ => container::needs_more_foreign(req, facts),
     }
 }
 
@@ -66,37 +80,45 @@ pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted
     match &req.route.endpoint {
         // Read-only and stream endpoints on objects: no host privilege is reachable through them.
         E::ContainerList
-        | E::ContainerArchiveHead(_)
-        | E::ContainerExport(_)
         | E::ContainerChanges(_)
         | E::ContainerInspect(_)
         | E::ContainerTop(_)
         | E::ContainerLogs(_)
         | E::ContainerStats(_)
-        | E::ContainerAttachWs(_)
         | E::ExecInspect(_)
-        | E::ContainerArchiveGet(_)
         | E::ContainerKill(_)
         | E::ContainerPause(_)
         | E::ContainerUnpause(_)
         | E::ContainerStop(_)
         | E::ContainerWait(_)
         | E::ContainerResize(_)
+        | E::ExecResize(_)
+        | E::ContainerDelete(_) => allow(),
+        // Verbs that reach into a container: only into one this proxy made and that passes.
+        E::ContainerArchiveHead(_)
+        | E::ContainerExport(_)
+        | E::ContainerAttachWs(_)
+        | E::ContainerArchiveGet(_)
         | E::ContainerAttach(_)
         | E::ExecStart(_)
-        | E::ExecResize(_)
         | E::ContainerRename(_)
         | E::ContainerArchivePut(_)
-        | E::ContainerDelete(_)
-        | E::Commit => allow(),
+        | E::Commit => container::check_foreign(req, facts, policy).and_then(|()| allow()),
         E::ContainerRestart(_) => allow(),
         E::ContainerStart(_) => container::decide_start(req),
         // Surface issue: then the networks it joins (network::check_endpoints).
-        E::ContainerCreate => container::decide_create(req, facts, policy)
-            .map_err(|d| kind::annotate(req, d))
-            .and_then(|p| network::check_endpoints(req, facts, policy).map(|()| p)),
-        E::ContainerUpdate(_) => container::decide_update(req, facts, policy),
-        E::ExecCreate(_) => container::decide_exec(req),
+        // Every family judges the one effective configuration (`effective`); the limits and
+        // pin rewrites below edit the body `decide_create` set, which is that configuration.
+        E::ContainerCreate => effective::create(req).and_then(|eff| {
+            let req = &*eff.req;
+            container::decide_create(req, facts, policy)
+                .map_err(|d| kind::annotate(req, d))
+                .and_then(|p| network::check_endpoints(req, facts, policy).map(|()| eff.note(p)))
+        }),
+        E::ContainerUpdate(_) => {
+            container::check_foreign(req, facts, policy).and_then(|()| container::decide_update(req, facts, policy))
+        }
+        E::ExecCreate(_) => container::check_foreign(req, facts, policy).and_then(|()| container::decide_exec(req)),
         E::ContainerCopy(_) => deny("container.copy_legacy", "the legacy copy endpoint is not available"),
         E::ImageList
         | E::ImageSearch

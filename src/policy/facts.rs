@@ -12,6 +12,8 @@ pub enum FactQuery {
     HostPath(String),
     /// Inspect a container by reference (ID, name or prefix), as the daemon resolves it.
     Container(String),
+    /// Inspect an exec instance, for the container it runs in.
+    Exec(String),
     /// Inspect a network by reference.
     Network(String),
     /// Inspect a volume by name.
@@ -49,6 +51,11 @@ pub struct ContainerFact {
     pub host_config: Json,
     /// The container's `Config.Labels`.
     pub labels: Vec<(String, String)>,
+    /// Whether this proxy created it (its record of the creates it forwarded).
+    pub created_here: bool,
+    /// The names of the volumes it mounts (`Mounts[]` of type `volume`), which `VolumesFrom`
+    /// would bring into another container.
+    pub volumes: Vec<String>,
 }
 
 /// A network as the daemon reports it (`GET /networks/{id}`).
@@ -116,10 +123,28 @@ pub struct Facts {
     pub pins: BTreeMap<String, String>,
     /// `None` means the daemon answered 404 for that reference.
     pub containers: BTreeMap<String, Option<ContainerFact>>,
+    /// Exec ID → the ID of its container; `None` when the daemon answered 404.
+    pub execs: BTreeMap<String, Option<String>>,
     pub networks: BTreeMap<String, Option<NetworkFact>>,
     pub volumes: BTreeMap<String, Option<VolumeFact>>,
     pub images: BTreeMap<String, Option<ImageFact>>,
     pub container_count: Option<u64>,
     /// The host's IPv4 routes; `None` when not gathered.
     pub host_routes: Option<Vec<HostRoute>>,
+}
+
+impl Facts {
+    /// Whether `q` was gathered already.
+    pub fn has(&self, q: &FactQuery) -> bool {
+        match q {
+            FactQuery::HostPath(p) => self.host_paths.contains_key(p),
+            FactQuery::Container(r) => self.containers.contains_key(r),
+            FactQuery::Exec(id) => self.execs.contains_key(id),
+            FactQuery::Network(r) => self.networks.contains_key(r),
+            FactQuery::Volume(r) => self.volumes.contains_key(r),
+            FactQuery::Image(r) => self.images.contains_key(r),
+            FactQuery::ContainerCount => self.container_count.is_some(),
+            FactQuery::HostRoutes => self.host_routes.is_some(),
+        }
+    }
 }

@@ -211,6 +211,16 @@ mod tests {
         let hc = crate::api::json::parse(br#"{"CgroupParent":"/"}"#).expect("json");
         let err = check_cgroup_parent(hc.as_object().expect("object"), &env).expect_err("refused");
         assert_eq!(err.rule, "limits.cgroup_parent");
+        // Update reaches into a container: it must be one this proxy made (`container::foreign`).
+        let mut f = f;
+        let own = crate::policy::facts::ContainerFact {
+            id: "abc".into(),
+            host_config: crate::api::json::parse(br#"{"CgroupnsMode":"private"}"#).expect("json"),
+            labels: Vec::new(),
+            created_here: true,
+            volumes: Vec::new(),
+        };
+        f.containers.insert("abc".into(), Some(own));
         let upd = |body: &str| match run("/containers/abc/update", body, &f) {
             Verdict::Deny(d) => Some(d.rule),
             Verdict::Allow(_) => None,

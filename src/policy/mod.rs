@@ -9,6 +9,7 @@ pub mod build;
 pub mod catalogue;
 pub mod config;
 pub mod container;
+mod effective;
 pub mod endpoints;
 pub mod facts;
 pub mod grpc;
@@ -203,6 +204,12 @@ pub fn body_need(endpoint: &Endpoint) -> BodyNeed {
 /// The facts the policy needs for this request. Pure: it only reads the request.
 pub fn needs(req: &Request, policy: &Policy) -> Result<Vec<FactQuery>, Denial> {
     endpoints::needs(req, policy)
+}
+
+/// Facts that depend on facts already gathered (an exec instance's container, the volumes
+/// of a `VolumesFrom` target): asked for after each round until none is new. Pure.
+pub fn needs_more(req: &Request, facts: &Facts) -> Vec<FactQuery> {
+    endpoints::needs_more(req, facts)
 }
 
 /// Decides one request. Pure: no I/O, no clock, no filesystem.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use http_body_util::BodyExt;
 
 use super::body;
+use super::containers::Containers;
 use super::upstream::{self, Upstream};
 use crate::api::json::{self, Json};
 use crate::hostfs::PinStore;
@@ -51,10 +52,50 @@ fn text(o: Option<&json::Object>, field: &str) -> String {
     o.and_then(|o| o.str(field).ok().flatten()).unwrap_or_default().to_owned()
 }
 
+/// Inspects a container (or takes the cached inspect), and says whether this proxy made it.
+async fn container_fact(up: &Upstream, known: Option<&Containers>, r: &str) -> Result<Option<ContainerFact>, FactError> {
+    let (cached, generation) = known.map(|k| k.cached(r)).unwrap_or((None, 0));
+    let fact = match cached {
+        Some(f) => Some(f),
+        None => {
+            let v = daemon_get(up, &format!("/containers/{}/json", seg(r))).await?;
+            let fact = v.as_ref().and_then(Json::as_object).map(|o| ContainerFact {
+                id: text(Some(o), "Id"),
+                host_config: o.get("HostConfig").cloned().unwrap_or(Json::Null),
+                labels: str_pairs(o.object("Config").ok().flatten(), "Labels"),
+                created_here: false,
+                volumes: o
+                    .object_list("Mounts")
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default()
+                    .iter()
+                    .filter(|m| m.str("Type").ok().flatten() == Some("volume"))
+                    .filter_map(|m| m.str("Name").ok().flatten().filter(|n| !n.is_empty()).map(str::to_owned))
+                    .collect(),
+            });
+            if let (Some(k), Some(f)) = (known, &fact) {
+                k.store(r, f, generation);
+            }
+            fact
+        }
+    };
+    Ok(fact.map(|mut f| {
+        f.created_here = known.is_some_and(|k| k.created_here(&f.id));
+        f
+    }))
+}
+
 /// Gathers every queried fact into `facts`. With a pin store, each host path inside the
 /// workspace is also pinned (the descriptor checked is the one mounted); the caller releases
 /// the pins in `facts.pins` that the permitted request does not use.
-pub async fn gather(up: &Upstream, pins: Option<&Arc<PinStore>>, qs: Vec<FactQuery>, facts: &mut Facts) -> Result<(), FactError> {
+pub async fn gather(
+    up: &Upstream,
+    pins: Option<&Arc<PinStore>>,
+    known: Option<&Containers>,
+    qs: Vec<FactQuery>,
+    facts: &mut Facts,
+) -> Result<(), FactError> {
     for q in qs {
         match q {
             FactQuery::HostPath(p) => {
@@ -77,13 +118,22 @@ pub async fn gather(up: &Upstream, pins: Option<&Arc<PinStore>>, qs: Vec<FactQue
                 facts.host_paths.insert(p, fact);
             }
             FactQuery::Container(r) => {
-                let v = daemon_get(up, &format!("/containers/{}/json", seg(&r))).await?;
-                let fact = v.as_ref().and_then(Json::as_object).map(|o| ContainerFact {
-                    id: text(Some(o), "Id"),
-                    host_config: o.get("HostConfig").cloned().unwrap_or(Json::Null),
-                    labels: str_pairs(o.object("Config").ok().flatten(), "Labels"),
-                });
+                let fact = container_fact(up, known, &r).await?;
                 facts.containers.insert(r, fact);
+            }
+            FactQuery::Exec(id) => {
+                let cid = match known.and_then(|k| k.cached_exec(&id)) {
+                    Some(c) => Some(c),
+                    None => {
+                        let v = daemon_get(up, &format!("/exec/{}/json", seg(&id))).await?;
+                        let cid = v.as_ref().and_then(Json::as_object).map(|o| text(Some(o), "ContainerID"));
+                        if let (Some(k), Some(c)) = (known, &cid) {
+                            k.store_exec(&id, c);
+                        }
+                        cid
+                    }
+                };
+                facts.execs.insert(id, cid);
             }
             FactQuery::Network(r) => {
                 let v = daemon_get(up, &format!("/networks/{}", seg(&r))).await?;

@@ -201,7 +201,27 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Pee
     // `/grpc` is served as HTTP/2 by the proxy itself once upgraded (`super::grpc`).
     let grpc = (route.endpoint == Endpoint::Grpc).then(|| (shared.clone(), peer));
     let resp = forward(&shared, parts, query, fwd_body, upgrade, session, grpc).await;
-    super::pins::after_create(&shared, pinned, resp).await
+    let resp = super::pins::after_create(&shared, pinned, resp).await;
+    match &route.endpoint {
+        Endpoint::ContainerCreate => super::containers::after_create(&shared.containers, resp).await,
+        Endpoint::ContainerArchivePut(r) => super::archive::after_put(&shared, r, resp).await,
+        Endpoint::ContainerInspect(_) | Endpoint::ContainerList => resp.map(|r| unpin(&shared, r)),
+        _ => resp,
+    }
+}
+
+/// Container inspect and list answers show workspace paths, not pins (`super::unpin`).
+fn unpin(shared: &Shared, resp: Response<ProxyBody>) -> Response<ProxyBody> {
+    let Some(store) = shared.pins.as_ref().filter(|_| !shared.show_pins && resp.status() == StatusCode::OK) else { return resp };
+    let json = resp.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|t| t.starts_with("application/json"));
+    let map = super::unpin::PinMap::new(&shared.env.pin_dir, store.entries().into_iter().map(|e| (e.pin, e.source)));
+    if !json || map.is_empty() {
+        return resp;
+    }
+    let (mut parts, b) = resp.into_parts();
+    // The length changes; hyper frames the rewritten body itself.
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, super::unpin::Unpinned::new(b, map).boxed())
 }
 
 /// Reads and discards a refused request's body, up to a cap, then drops the connection's body.
@@ -231,9 +251,15 @@ async fn decide_with_facts(shared: &Shared, req: &policy::Request) -> Result<(Ve
         Err(d) => return Ok((Verdict::Deny(d), Default::default())),
     };
     let mut facts = Facts { env: shared.env.clone(), ..Facts::default() };
-    if let Err(e) = super::facts::gather(&shared.upstream, shared.pins.as_ref(), qs, &mut facts).await {
-        super::pins::release(shared, &facts.pins);
-        return Err(ProxyError::Upstream { socket: shared.upstream_path.clone(), reason: e.to_string() });
+    // Follow-up facts depend on earlier ones (an exec's container); two more rounds at most.
+    let mut round = Some(qs);
+    for _ in 0..3 {
+        let Some(qs) = round.take().filter(|q| !q.is_empty()) else { break };
+        if let Err(e) = super::facts::gather(&shared.upstream, shared.pins.as_ref(), Some(&shared.containers), qs, &mut facts).await {
+            super::pins::release(shared, &facts.pins);
+            return Err(ProxyError::Upstream { socket: shared.upstream_path.clone(), reason: e.to_string() });
+        }
+        round = Some(policy::needs_more(req, &facts).into_iter().filter(|q| !facts.has(q)).collect());
     }
     let verdict = policy::decide(req, &facts, &shared.policy);
     Ok((verdict, std::mem::take(&mut facts.pins)))

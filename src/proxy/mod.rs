@@ -1,8 +1,10 @@
 //! The transport: accept on the Unix socket, classify, read what the policy needs, decide,
 //! forward a [`crate::policy::Permitted`] request upstream, tunnel after a protocol switch.
 
+pub mod archive;
 pub mod audit;
 pub mod body;
+pub mod containers;
 pub mod error;
 pub mod facts;
 pub mod framing;
@@ -13,6 +15,7 @@ pub mod pins;
 pub mod server;
 pub mod sessions;
 pub mod tunnel;
+pub mod unpin;
 pub mod upstream;
 
 pub use server::{run, Options, Shared};

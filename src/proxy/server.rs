@@ -34,6 +34,13 @@ pub struct Shared {
     /// Where checked bind sources are pinned; `None` means binds beneath the workspace are
     /// refused (`container.bind.pin_failed`).
     pub pins: Option<Arc<crate::hostfs::PinStore>>,
+    /// The containers this proxy created, and the cache of container facts (`containers`).
+    pub containers: Arc<super::containers::Containers>,
+    /// Chown-back on demand (after `PUT archive`); `None` without pins.
+    pub hand_back: Option<crate::hostfs::watch::HandBack>,
+    /// Container inspect and list answers keep the pin paths (`--show-pins`, for reviewers)
+    /// instead of showing the workspace paths they were made from (`unpin`).
+    pub show_pins: bool,
 }
 
 /// Per-connection facts the handler needs.

@@ -6,6 +6,7 @@
 //! another one wants to join (where nothing can be rewritten, so those findings refuse).
 
 mod binds;
+mod foreign;
 mod hosts;
 mod model;
 mod mounts;
@@ -24,6 +25,8 @@ use super::{Denial, Effect, FactQuery, Facts, Permitted, Policy, Request};
 use crate::api::json::Object;
 
 pub(crate) use privilege::tmpfs_option_ok;
+pub use foreign::RULES as FOREIGN_RULES;
+pub use foreign::{check as check_foreign, needs as needs_foreign, needs_more as needs_more_foreign};
 pub use rules::RULES;
 pub use verbs::{decide_exec, decide_start, decide_update};
 
@@ -87,15 +90,18 @@ pub fn needs_create(req: &Request, _policy: &Policy) -> Result<Vec<FactQuery>, D
     Ok(q)
 }
 
+/// Follow-up facts of a create: the volumes its `VolumesFrom` targets would bring in.
+pub fn needs_more_create(req: &Request, facts: &Facts) -> Result<Vec<FactQuery>, Denial> {
+    let cb = model::effective(req)?;
+    namespaces::needs_more(&cb.hc, facts)
+}
+
 /// Decides a create; an allowed create is always forwarded as the proxy's rewritten body.
 pub fn decide_create(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted, Denial> {
+    // `policy::effective` hands over a body whose top-level host settings were already moved.
     let mut cb = model::effective(req)?;
     let ctx = Ctx { facts, policy, mode: Mode::Create };
     let mut ch = Changes::default();
-    if !cb.moved.is_empty() {
-        let keys = cb.moved.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
-        ch.rewrite("container.legacy_hostconfig", format!("moved top-level {keys} into `HostConfig`"));
-    }
     check_host_config(&mut cb.hc, &ctx, &mut ch)?;
     ports::publish_all(&cb.body, &mut cb.hc, &ctx, &mut ch)?;
     hosts::apply(&mut cb.hc, &mut ch)?;
@@ -107,6 +113,19 @@ pub fn decide_create(req: &Request, facts: &Facts, policy: &Policy) -> Result<Pe
         p = p.effect(e);
     }
     Ok(p)
+}
+
+/// True when the create body already has its host settings in `HostConfig` alone.
+pub(crate) fn is_effective(req: &Request) -> bool {
+    model::borrowed(req).is_some()
+}
+
+/// The create body the daemon will read, with top-level host settings moved into
+/// `HostConfig`, and the keys that were moved.
+pub(crate) fn effective_body(req: &Request) -> Result<(crate::api::json::Json, Vec<String>), Denial> {
+    let cb = model::effective(req)?;
+    let moved = cb.moved.clone();
+    Ok((cb.into_json(), moved))
 }
 
 /// Every host-config rule, in both modes. In [`Mode::Create`] it may rewrite `hc`.

@@ -113,8 +113,9 @@ fn driver_config(opts: &Object) -> Result<(), Denial> {
 /// not exist is created by the daemon with `VolumeDriver` (checked) and no options.
 pub(super) fn check_existing_volume(name: &str, ctx: &Ctx<'_>) -> Result<(), Denial> {
     if ctx.mode == Mode::Stored {
-        // INVARIANT: a join target's volumes cannot be looked up in the same pass; they were
-        // checked when created through the proxy (documented limitation for foreign ones).
+        // A join target's stored `Binds` name volumes by the name they had at its create;
+        // what `VolumesFrom` really brings in is the target's mounted volumes, looked up in a
+        // second round and checked in create mode (`namespaces::check_volumes_brought_in`).
         return Ok(());
     }
     let v = match ctx.facts.volumes.get(name) {

@@ -73,6 +73,9 @@ pub(super) fn check(hc: &mut Object, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<
             return Err(Denial::new("container.join", format!("it joins container `{}` through `{}` in turn", j.reference, j.field)));
         }
         let id = check_target(&j, ctx)?;
+        if j.field == "VolumesFrom" {
+            check_volumes_brought_in(&j, ctx)?;
+        }
         pin_reference(hc, &j, &id, ch)?;
     }
     Ok(())
@@ -89,6 +92,29 @@ fn cgroupns(hc: &mut Object, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<(), Deni
         }
         (other, _) => Err(Denial::new("container.namespace.host", format!("cgroup namespace mode `{other}` is not allowed"))),
     }
+}
+
+/// The volumes of each `VolumesFrom` target, once the target was looked up: the daemon
+/// copies every mount point of the target, named volumes included.
+pub(super) fn needs_more(hc: &Object, facts: &crate::policy::Facts) -> Result<Vec<FactQuery>, Denial> {
+    let mut q = Vec::new();
+    for j in joins(hc)?.into_iter().filter(|j| j.field == "VolumesFrom") {
+        if let Some(Some(c)) = facts.containers.get(&j.reference) {
+            q.extend(c.volumes.iter().cloned().map(FactQuery::Volume));
+        }
+    }
+    Ok(q)
+}
+
+/// Every volume `VolumesFrom` brings in meets the rules of a direct mount of it: a target
+/// that passes its own check may still mount a local volume with `o=bind,device=/etc`.
+fn check_volumes_brought_in(j: &Join, ctx: &Ctx<'_>) -> Result<(), Denial> {
+    let Some(Some(c)) = ctx.facts.containers.get(&j.reference) else { return Ok(()) };
+    for name in &c.volumes {
+        super::mounts::check_existing_volume(name, ctx)
+            .map_err(|d| Denial::new(d.rule, format!("`VolumesFrom` container `{}` brings in {}", j.reference, d.message)))?;
+    }
+    Ok(())
 }
 
 /// Re-checks the target's stored HostConfig; returns its full ID.
