@@ -154,6 +154,9 @@ impl DockerRuntime {
         std::fs::set_permissions(&l.dir, std::fs::Permissions::from_mode(0o700))
             .map_err(io_err(&l.dir))?;
         write_shim(&l)?;
+        // Read back by `sweep` when the record is gone.
+        let cg = l.dir.join("cgroup");
+        std::fs::write(&cg, &l.cgroup_name).map_err(io_err(&cg))?;
         // Anything left from an earlier service (a crash): never two daemons on one root.
         clear_leftovers(&l).await;
         netns::create(&l.netns).map_err(io_err(&l.netns))?;
@@ -376,6 +379,12 @@ pub async fn sweep(ws_dir: &Path) {
     clear_leftovers(&l).await;
     for m in dockerd::mounts_under(&l.dir) {
         let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
+    }
+    if let Ok(name) = std::fs::read_to_string(l.dir.join("cgroup"))
+        && name.starts_with("dockwarden_ws_")
+        && !name.contains('/')
+    {
+        remove_cgroups(name.trim());
     }
 }
 
