@@ -158,6 +158,17 @@ fn pids_mentioning(needle: &str) -> Vec<i32> {
         .collect()
 }
 
+/// Running, not a zombie (orphans are reparented to a pid 1 that may never reap them).
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+        !st.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
 fn mounts_under(dir: &Path) -> Vec<String> {
     let prefix = dir.display().to_string();
     std::fs::read_to_string("/proc/self/mountinfo")
@@ -538,20 +549,22 @@ fn after_kill_9_of_the_service_no_daemon_proxy_or_namespace_leaks() {
         new_daemon.trim(),
         "the orphan daemon was replaced"
     );
-    assert!(
-        !Path::new(&format!("/proc/{}", old_daemon.trim())).exists(),
-        "the orphan is gone"
-    );
-    let daemons: Vec<i32> = pids_mentioning(
-        &env.ws_dir("live")
-            .join("docker/daemon.json")
-            .display()
-            .to_string(),
-    );
+    assert!(!alive(old_daemon.trim()), "the orphan is gone");
+    let daemons: Vec<i32> = pids_mentioning(&format!(
+        "dockerd\0--config-file\0{}",
+        env.ws_dir("live").join("docker/daemon.json").display()
+    ));
     assert_eq!(
         daemons.len(),
         1,
-        "one dockerd for the live workspace: {daemons:?}"
+        "one dockerd for the live workspace: {:?}",
+        daemons
+            .iter()
+            .map(|p| String::from_utf8_lossy(
+                &std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default()
+            )
+            .to_string())
+            .collect::<Vec<_>>()
     );
     assert!(env.ok("live", "docker volume ls -q").contains("keepme"));
     assert!(env.ok("live", "docker images").contains("dockwarden-test"));
