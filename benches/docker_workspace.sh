@@ -11,6 +11,7 @@ runs=${RUNS:-5}
 dockerd=/usr/sbin/dockerd
 [ "${1:-}" = --dockerd ] && dockerd=$2
 tmp=$(mktemp -d)
+chmod 711 "$tmp"   # workspace users traverse to their worktree
 sock=$tmp/ws.sock
 "$bin" serve --socket "$sock" --state-dir "$tmp/state" --uid-base 47000 --uid-count 50 \
   --dockerd "$dockerd" 2>"$tmp/serve.log" &
@@ -21,7 +22,7 @@ cleanup() {
   done
   kill "$serve" 2>/dev/null || true
   wait "$serve" 2>/dev/null || true
-  rm -rf "$tmp"
+  [ "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
 }
 trap cleanup EXIT
 for _ in $(seq 1 200); do [ -S "$sock" ] && break; sleep 0.05; done

@@ -148,6 +148,7 @@ impl DockerRuntime {
 
     async fn start(&self, spec: &RunSpec) -> WsResult<()> {
         let l = Self::layout(spec);
+        let t0 = std::time::Instant::now();
         for d in [&l.dir, &l.data_root, &l.exec_root] {
             std::fs::create_dir_all(d).map_err(io_err(d))?;
         }
@@ -178,6 +179,7 @@ impl DockerRuntime {
                 l.dockerd_log.display()
             )));
         }
+        let daemon_ms = t0.elapsed().as_millis();
         // dockerd makes it 0660 root:root; the directory is 0700 already, this is belt and braces.
         std::fs::set_permissions(&l.daemon_socket, std::fs::Permissions::from_mode(0o600))
             .map_err(io_err(&l.daemon_socket))?;
@@ -203,7 +205,7 @@ impl DockerRuntime {
                 l.proxy_log.display()
             )));
         }
-        info!(workspace.id = %spec.workspace_id, docker_host = %l.docker_host(), "docker runtime up");
+        info!(workspace.id = %spec.workspace_id, docker_host = %l.docker_host(), up.daemon_ms = daemon_ms, up.total_ms = t0.elapsed().as_millis(), "docker runtime up");
         if let Ok(mut m) = self.instances.lock() {
             m.insert(
                 spec.workspace_id.clone(),
