@@ -48,18 +48,21 @@ macro_rules! skip_unless_ready {
 /// A service with the docker-compose runtime, torn down hard even when a test fails.
 struct Env {
     svc: Svc,
+    _images: tempfile::TempDir,
     /// `docker save` of the test image, readable by every workspace uid.
     image_tar: PathBuf,
 }
 
 impl Env {
     fn start(uid_base: u32) -> Env {
-        let svc = Svc::start(uid_base, &["--dockerd", &dockerd()], &[]);
-        std::fs::set_permissions(svc.dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
-        let images = svc.dir.path().join("images");
-        std::fs::create_dir(&images).unwrap();
-        std::fs::set_permissions(&images, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let image_tar = images.join("dockwarden-test.tar");
+        Env::start_with(uid_base, false)
+    }
+
+    /// With `preload`, the service loads the test image into every new daemon itself.
+    fn start_with(uid_base: u32, preload: bool) -> Env {
+        let images = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(images.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let image_tar = images.path().join("dockwarden-test.tar");
         let st = Command::new("docker")
             .args(["save", "-o"])
             .arg(&image_tar)
@@ -68,7 +71,19 @@ impl Env {
             .unwrap();
         assert!(st.success(), "docker save of the test image");
         std::fs::set_permissions(&image_tar, std::fs::Permissions::from_mode(0o644)).unwrap();
-        Env { svc, image_tar }
+        let tar = image_tar.display().to_string();
+        let mut args = vec!["--dockerd".to_string(), dockerd()];
+        if preload {
+            args.extend(["--preload-image-tar".to_string(), tar]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let svc = Svc::start(uid_base, &args, &[]);
+        std::fs::set_permissions(svc.dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+        Env {
+            svc,
+            _images: images,
+            image_tar,
+        }
     }
 
     fn compose_repo(&self, name: &str) -> PathBuf {
@@ -597,4 +612,18 @@ fn a_fork_gets_a_fresh_empty_daemon() {
         "the fork's daemon is empty"
     );
     assert!(!env.ok("parent", "docker images -q").trim().is_empty());
+}
+
+#[test]
+fn preload_image_tar_fills_every_new_daemon_before_setup() {
+    skip_unless_ready!();
+    let env = Env::start_with(43500, true);
+    let created = env.create(json!({ "id": "pre", "runtime": "docker-compose" }));
+    assert_eq!(created["workspace"]["runtime"]["runtime"], "docker-compose");
+    let images = env.ok("pre", "docker images --format '{{.Repository}}:{{.Tag}}'");
+    assert!(images.contains("dockwarden-test:latest"), "{images}");
+    // A kill/connect reuses the data root: nothing is loaded twice, the image is still there.
+    env.svc.ok("POST", "/v1/workspaces/pre/kill", None);
+    env.svc.ok("POST", "/v1/workspaces/pre/connect", None);
+    assert!(env.ok("pre", "docker images -q").lines().count() == 1);
 }

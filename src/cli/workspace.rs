@@ -52,6 +52,10 @@ pub struct ServeArgs {
     /// Turn the docker-compose runtime off (creates that need it are refused).
     #[arg(long)]
     pub no_docker: bool,
+    /// An image archive (`docker save` output) loaded into every new private daemon before
+    /// setup (repeatable): no registry may be reachable, and each daemon starts empty.
+    #[arg(long = "preload-image-tar")]
+    pub preload_image_tar: Vec<PathBuf>,
 }
 
 /// Runs the workspace service until SIGINT or SIGTERM.
@@ -74,6 +78,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let docker = (!args.no_docker).then(|| crate::workspace::runtime::DockerConfig {
         dockerd: args.dockerd.clone(),
         exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("dockwarden")),
+        preload: args.preload_image_tar.clone(),
     });
     let opts = daemon::DaemonOptions {
         socket: args.socket,

@@ -124,5 +124,17 @@ mod tests {
             Route::WrongMethod
         );
         assert_eq!(route(&Method::GET, "/v2/anything"), Route::Unknown);
+        assert_eq!(
+            route(&Method::POST, "/v1/workspaces/a/restart"),
+            Route::Restart("a".into())
+        );
+        assert_eq!(
+            route(&Method::POST, "/v1/workspaces/a/reprovision"),
+            Route::Reprovision("a".into())
+        );
+        assert_eq!(
+            route(&Method::GET, "/v1/workspaces/a/reprovision"),
+            Route::WrongMethod
+        );
     }
 }

@@ -172,7 +172,7 @@ impl Service {
         self.provision_runtime(&mut ws).await.map_err(fail)?;
         if req.from.is_some() && ws.runtime.runtime == RuntimeKind::DockerCompose {
             notes.push(
-                "the fork has a fresh, empty Docker daemon: images, containers and volumes of the parent were not carried over"
+                "the fork has a fresh Docker daemon (empty but for the service's preload images): images, containers and volumes of the parent were not carried over"
                     .into(),
             );
         }

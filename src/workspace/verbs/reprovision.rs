@@ -60,7 +60,7 @@ impl Service {
                 }
                 self.select_with_inspect_script(&ws, path, &text, &settings)?
             }
-            (None, None) => unreachable_selection()?,
+            (None, None) => return Err(WsError::Internal("reprovision without a choice".into())),
         };
         let previous = ws.runtime.clone();
         let seq = self.store.begin(id, "reprovision")?;
@@ -111,8 +111,4 @@ impl Service {
     ) -> WsResult<crate::workspace::runtime::Selection> {
         self.select_runtime(ws, None, settings)
     }
-}
-
-fn unreachable_selection() -> WsResult<crate::workspace::runtime::Selection> {
-    Err(WsError::Internal("reprovision without a choice".into()))
 }

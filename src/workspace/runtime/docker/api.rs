@@ -37,6 +37,32 @@ pub async fn call(
     Ok((status, resp[split + 4..].to_vec()))
 }
 
+/// `POST /images/load` with the tar at `tar` as the body, streamed.
+pub async fn load_image(socket: &Path, tar: &Path) -> std::io::Result<()> {
+    let mut file = tokio::fs::File::open(tar).await?;
+    let len = file.metadata().await?.len();
+    let mut s = UnixStream::connect(socket).await?;
+    let head = format!(
+        "POST /images/load?quiet=1 HTTP/1.0\r\nHost: docker\r\nContent-Type: application/x-tar\r\nContent-Length: {len}\r\n\r\n"
+    );
+    s.write_all(head.as_bytes()).await?;
+    tokio::io::copy(&mut file, &mut s).await?;
+    let mut resp = Vec::new();
+    tokio::time::timeout(Duration::from_secs(600), s.read_to_end(&mut resp))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "image load timed out"))??;
+    let text = String::from_utf8_lossy(&resp);
+    let ok = text.split_whitespace().nth(1) == Some("200") && !text.contains("\"errorDetail\"");
+    if ok {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "image load refused: {}",
+            text.lines().last().unwrap_or_default()
+        )))
+    }
+}
+
 /// True when the socket answers `/_ping` with 200.
 pub async fn ping(socket: &Path) -> bool {
     matches!(

@@ -38,6 +38,8 @@ pub struct DockerConfig {
     pub dockerd: PathBuf,
     /// The dockwarden binary, run as `dockwarden proxy`.
     pub exe: PathBuf,
+    /// Image archives (`docker save` output) loaded into every new daemon before setup.
+    pub preload: Vec<PathBuf>,
 }
 
 /// Where one workspace's runtime keeps its state.
@@ -160,6 +162,8 @@ impl DockerRuntime {
         std::fs::write(&cg, &l.cgroup_name).map_err(io_err(&cg))?;
         // Anything left from an earlier service (a crash): never two daemons on one root.
         clear_leftovers(&l).await;
+        // A daemon that never ran on this data root gets the preload images.
+        let fresh = !l.data_root.join("image").exists();
         netns::create(&l.netns).map_err(io_err(&l.netns))?;
         let routes = crate::hostnet::routes().unwrap_or_default();
         let conf = dockerd::config(&l, &dockerd::addresses(spec.uid, &routes));
@@ -180,6 +184,19 @@ impl DockerRuntime {
             )));
         }
         let daemon_ms = t0.elapsed().as_millis();
+        if fresh {
+            for tar in &self.cfg.preload {
+                if let Err(e) = api::load_image(&l.daemon_socket, tar).await {
+                    let _ = daemon.kill();
+                    let _ = daemon.wait();
+                    let _ = netns::release(&l.netns);
+                    return Err(WsError::Internal(format!(
+                        "preloading `{}` into the workspace's daemon: {e}",
+                        tar.display()
+                    )));
+                }
+            }
+        }
         // dockerd makes it 0660 root:root; the directory is 0700 already, this is belt and braces.
         std::fs::set_permissions(&l.daemon_socket, std::fs::Permissions::from_mode(0o600))
             .map_err(io_err(&l.daemon_socket))?;
@@ -289,9 +306,10 @@ impl DockerRuntime {
     }
 }
 
-async fn futures_join<F: std::future::Future>(calls: impl Iterator<Item = F>) -> Vec<F::Output>
+/// Runs the futures concurrently and collects their outputs (a panicked one is dropped).
+async fn futures_join<F>(calls: impl Iterator<Item = F>) -> Vec<F::Output>
 where
-    F: Send + 'static,
+    F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
     let handles: Vec<_> = calls.map(tokio::spawn).collect();
