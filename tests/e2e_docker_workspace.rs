@@ -618,12 +618,44 @@ fn a_fork_gets_a_fresh_empty_daemon() {
 fn preload_image_tar_fills_every_new_daemon_before_setup() {
     skip_unless_ready!();
     let env = Env::start_with(43500, true);
-    let created = env.create(json!({ "id": "pre", "runtime": "docker-compose" }));
-    assert_eq!(created["workspace"]["runtime"]["runtime"], "docker-compose");
+    // The settings file chooses the runtime, and setup uses the daemon at once.
+    let repo = env.compose_repo("compose-repo");
+    std::fs::create_dir(repo.join(".dockwarden")).unwrap();
+    std::fs::write(
+        repo.join(".dockwarden/settings.json"),
+        r#"{"runtime": "docker-compose", "scripts": {"setup": ["docker compose up -d --wait", "docker compose ps --services > setup-services.log"]}}"#,
+    )
+    .unwrap();
+    let git = |args: &[&str]| {
+        assert!(
+            Command::new("git")
+                .arg("-C")
+                .arg(&repo)
+                .args(args)
+                .status()
+                .unwrap()
+                .success()
+        )
+    };
+    git(&["add", "-A"]);
+    git(&["commit", "--quiet", "-m", "settings"]);
+    let created = env.create(json!({ "id": "pre", "repo": repo.display().to_string() }));
+    let ws = &created["workspace"];
+    assert_eq!(ws["runtime"]["runtime"], "docker-compose", "{created}");
+    assert_eq!(ws["runtime"]["source"], "explicit");
+    assert_eq!(
+        ws["setup"]["exit_code"], 0,
+        "setup ran against a ready daemon: {created}"
+    );
+    let services = env.ok("pre", "cat setup-services.log");
+    assert!(
+        services.contains("web") && services.contains("db"),
+        "{services}"
+    );
     let images = env.ok("pre", "docker images --format '{{.Repository}}:{{.Tag}}'");
     assert!(images.contains("dockwarden-test:latest"), "{images}");
     // A kill/connect reuses the data root: nothing is loaded twice, the image is still there.
     env.svc.ok("POST", "/v1/workspaces/pre/kill", None);
     env.svc.ok("POST", "/v1/workspaces/pre/connect", None);
-    assert!(env.ok("pre", "docker images -q").lines().count() == 1);
+    assert_eq!(env.ok("pre", "docker images -q").lines().count(), 1);
 }
