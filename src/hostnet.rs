@@ -28,21 +28,11 @@ pub fn parse(text: &str) -> Result<Vec<HostRoute>, RouteError> {
     for line in text.lines().skip(1).filter(|l| !l.trim().is_empty()) {
         let f: Vec<&str> = line.split_whitespace().collect();
         let bad = || RouteError::Parse(line.to_owned());
-        let (Some(iface), Some(dest), Some(mask)) = (f.first(), f.get(1), f.get(7)) else {
-            return Err(bad());
-        };
-        let addr = |h: &str| {
-            u32::from_str_radix(h, 16)
-                .map(|v| Ipv4Addr::from(v.to_ne_bytes()))
-                .map_err(|_| bad())
-        };
+        let (Some(iface), Some(dest), Some(mask)) = (f.first(), f.get(1), f.get(7)) else { return Err(bad()) };
+        let addr = |h: &str| u32::from_str_radix(h, 16).map(|v| Ipv4Addr::from(v.to_ne_bytes())).map_err(|_| bad());
         let (network, mask) = (addr(dest)?, addr(mask)?);
         let prefix = u32::from(mask).leading_ones() as u8;
-        out.push(HostRoute {
-            network,
-            prefix,
-            iface: (*iface).to_owned(),
-        });
+        out.push(HostRoute { network, prefix, iface: (*iface).to_owned() });
     }
     Ok(out)
 }
@@ -58,22 +48,8 @@ mod tests {
                     docker0\t000011AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n";
         let r = parse(text).expect("parses");
         if cfg!(target_endian = "little") {
-            assert_eq!(
-                r[0],
-                HostRoute {
-                    network: Ipv4Addr::UNSPECIFIED,
-                    prefix: 0,
-                    iface: "eth0".into()
-                }
-            );
-            assert_eq!(
-                r[1],
-                HostRoute {
-                    network: Ipv4Addr::new(172, 17, 0, 0),
-                    prefix: 16,
-                    iface: "docker0".into()
-                }
-            );
+            assert_eq!(r[0], HostRoute { network: Ipv4Addr::UNSPECIFIED, prefix: 0, iface: "eth0".into() });
+            assert_eq!(r[1], HostRoute { network: Ipv4Addr::new(172, 17, 0, 0), prefix: 16, iface: "docker0".into() });
         }
     }
 

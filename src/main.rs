@@ -4,11 +4,7 @@
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(
-    name = "dockwarden",
-    version,
-    about = "A default-deny Docker API policy proxy"
-)]
+#[command(name = "dockwarden", version, about = "A default-deny Docker API policy proxy")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -37,7 +33,5 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()
 }

@@ -9,20 +9,14 @@ use std::time::Duration;
 
 fn compose(p: &Proxy, dir: &Path, project: &str, args: &[&str]) -> std::process::Output {
     let mut c = std::process::Command::new("docker-compose");
-    c.env("DOCKER_HOST", p.docker_host())
-        .env_remove("DOCKER_CONTEXT")
-        .env("COMPOSE_INTERACTIVE_NO_CLI", "1");
+    c.env("DOCKER_HOST", p.docker_host()).env_remove("DOCKER_CONTEXT").env("COMPOSE_INTERACTIVE_NO_CLI", "1");
     c.current_dir(dir).args(["-p", project]).args(args);
     run_with_timeout(&mut c, None, Duration::from_secs(120))
 }
 
 #[test]
 fn forbidden_compose_projects_are_refused_naming_the_rule() {
-    if std::process::Command::new("docker-compose")
-        .arg("version")
-        .output()
-        .is_err()
-    {
+    if std::process::Command::new("docker-compose").arg("version").output().is_err() {
         panic!("docker-compose is not installed (Debian package docker-compose)");
     }
     let p = Proxy::start(&[]);
@@ -37,31 +31,11 @@ fn forbidden_compose_projects_are_refused_naming_the_rule() {
         let project = unique(dir).replace('-', "");
         let out = compose(&p, &root.join(dir), &project, &["up", "-d", "--no-build"]);
         let text = format!("{}{}", stdout(&out), stderr(&out));
-        let down = compose(
-            &p,
-            &root.join(dir),
-            &project,
-            &["down", "-v", "--remove-orphans"],
-        );
-        assert!(
-            !out.status.success(),
-            "{dir}: compose up succeeded:\n{text}"
-        );
-        assert!(
-            text.contains(&format!("(rule {rule})")),
-            "{dir}: compose output does not name {rule}:\n{text}"
-        );
-        let left = stdout(&daemon(&[
-            "ps",
-            "-aq",
-            "--filter",
-            &format!("label=com.docker.compose.project={project}"),
-        ]));
+        let down = compose(&p, &root.join(dir), &project, &["down", "-v", "--remove-orphans"]);
+        assert!(!out.status.success(), "{dir}: compose up succeeded:\n{text}");
+        assert!(text.contains(&format!("(rule {rule})")), "{dir}: compose output does not name {rule}:\n{text}");
+        let left = stdout(&daemon(&["ps", "-aq", "--filter", &format!("label=com.docker.compose.project={project}")]));
         assert!(left.is_empty(), "{dir}: containers left: {left}");
-        assert!(
-            down.status.success(),
-            "{dir}: compose down failed: {}",
-            stderr(&down)
-        );
+        assert!(down.status.success(), "{dir}: compose down failed: {}", stderr(&down));
     }
 }

@@ -20,13 +20,7 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
-fn compose(
-    p: &Proxy,
-    dir: &std::path::Path,
-    project: &str,
-    port: &str,
-    args: &[&str],
-) -> std::process::Output {
+fn compose(p: &Proxy, dir: &std::path::Path, project: &str, port: &str, args: &[&str]) -> std::process::Output {
     let mut c = Command::new("docker-compose");
     c.current_dir(dir)
         .env("DOCKER_HOST", p.docker_host())
@@ -39,31 +33,19 @@ fn compose(
 
 fn http_get(port: &str) -> String {
     let mut c = Command::new("curl");
-    c.args([
-        "-sf",
-        "--max-time",
-        "5",
-        &format!("http://127.0.0.1:{port}/index.html"),
-    ]);
+    c.args(["-sf", "--max-time", "5", &format!("http://127.0.0.1:{port}/index.html")]);
     stdout(&run_with_timeout(&mut c, None, Duration::from_secs(10)))
 }
 
 #[test]
 fn compose_project_comes_up_and_down_through_the_proxy() {
-    if Command::new("docker-compose")
-        .arg("version")
-        .output()
-        .is_err()
-    {
+    if Command::new("docker-compose").arg("version").output().is_err() {
         eprintln!("skip: docker-compose is not installed (CI installs Debian's package)");
         return;
     }
     let p = Proxy::start(&[]);
     let dir = p.workspace.join("app");
-    copy_dir(
-        std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/compose/app")),
-        &dir,
-    );
+    copy_dir(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/compose/app")), &dir);
     let project = unique("app").replace('-', "");
     let port = (18_000 + std::process::id() % 1000).to_string();
     let up = compose(&p, &dir, &project, &port, &["up", "-d"]);
@@ -79,44 +61,16 @@ fn compose_project_comes_up_and_down_through_the_proxy() {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        assert_eq!(
-            body, "hello from the workspace",
-            "published port answers on 127.0.0.1"
-        );
+        assert_eq!(body, "hello from the workspace", "published port answers on 127.0.0.1");
         let logs = ok(compose(&p, &dir, &project, &port, &["logs", "worker"]));
         assert!(logs.contains("worker-up"), "{logs}");
-        let out = ok(compose(
-            &p,
-            &dir,
-            &project,
-            &port,
-            &["exec", "-T", "worker", "cat", "/data/last"],
-        ));
-        assert_eq!(
-            out, "hello from the workspace",
-            "worker fetched web over the custom network into the named volume"
-        );
-        let web = ok(daemon(&[
-            "ps",
-            "-q",
-            "--filter",
-            &format!("label=com.docker.compose.project={project}"),
-            "--filter",
-            "label=com.docker.compose.service=web",
-        ]));
+        let out = ok(compose(&p, &dir, &project, &port, &["exec", "-T", "worker", "cat", "/data/last"]));
+        assert_eq!(out, "hello from the workspace", "worker fetched web over the custom network into the named volume");
+        let web = ok(daemon(&["ps", "-q", "--filter", &format!("label=com.docker.compose.project={project}"), "--filter", "label=com.docker.compose.service=web"]));
         let inspect = daemon_inspect(web.lines().next().expect("web container"));
         let binding = &inspect["HostConfig"]["PortBindings"]["8080/tcp"][0];
-        assert_eq!(
-            binding["HostIp"], "127.0.0.1",
-            "the published port is bound to loopback: {binding}"
-        );
-        let ro_bind = inspect["Mounts"]
-            .as_array()
-            .expect("mounts")
-            .iter()
-            .find(|m| m["Destination"] == "/www")
-            .cloned()
-            .expect("bind");
+        assert_eq!(binding["HostIp"], "127.0.0.1", "the published port is bound to loopback: {binding}");
+        let ro_bind = inspect["Mounts"].as_array().expect("mounts").iter().find(|m| m["Destination"] == "/www").cloned().expect("bind");
         assert_eq!(ro_bind["RW"], false);
     });
     let down = compose(&p, &dir, &project, &port, &["down", "-v"]);
@@ -125,41 +79,20 @@ fn compose_project_comes_up_and_down_through_the_proxy() {
         std::panic::resume_unwind(e);
     }
     ok(down);
-    assert!(
-        ok(daemon(&[
-            "ps",
-            "-aq",
-            "--filter",
-            &format!("label=com.docker.compose.project={project}")
-        ]))
-        .is_empty()
-    );
-    assert!(
-        !daemon(&["volume", "inspect", &format!("{project}_data")])
-            .status
-            .success(),
-        "down -v removed the volume"
-    );
+    assert!(ok(daemon(&["ps", "-aq", "--filter", &format!("label=com.docker.compose.project={project}")])).is_empty());
+    assert!(!daemon(&["volume", "inspect", &format!("{project}_data")]).status.success(), "down -v removed the volume");
 }
 
 #[test]
 fn docker_py_runs_a_container_streams_logs_and_removes_it() {
     let py = "/usr/bin/python3";
-    let has_sdk = Command::new(py)
-        .args(["-c", "import docker"])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
+    let has_sdk = Command::new(py).args(["-c", "import docker"]).status().map(|s| s.success()).unwrap_or(false);
     if !has_sdk {
         eprintln!("skip: python3-docker is not installed (CI installs Debian's package)");
         return;
     }
     let p = Proxy::start(&[]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/docker_py_smoke.py");
-    let out = run_with_timeout(
-        Command::new(py).args([script, &p.docker_host(), IMAGE]),
-        None,
-        Duration::from_secs(120),
-    );
+    let out = run_with_timeout(Command::new(py).args([script, &p.docker_host(), IMAGE]), None, Duration::from_secs(120));
     assert_eq!(ok(out), "one|two");
 }

@@ -6,10 +6,7 @@ mod common;
 use common::*;
 
 fn status(resp: &str) -> u16 {
-    resp.split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
+    resp.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
 }
 
 fn post_json(p: &Proxy, path: &str, body: &str) -> String {
@@ -23,20 +20,11 @@ fn post_json(p: &Proxy, path: &str, body: &str) -> String {
 fn swarm_init_is_refused_with_its_rule_id() {
     let p = Proxy::start(&[]);
     for cli in clis() {
-        let o = run_with_timeout(
-            p.cmd(cli).args(["swarm", "init"]),
-            None,
-            std::time::Duration::from_secs(60),
-        );
+        let o = run_with_timeout(p.cmd(cli).args(["swarm", "init"]), None, std::time::Duration::from_secs(60));
         assert!(!o.status.success());
-        assert!(
-            stderr(&o).contains("rule system.swarm"),
-            "{cli}: {}",
-            stderr(&o)
-        );
+        assert!(stderr(&o).contains("rule system.swarm"), "{cli}: {}", stderr(&o));
     }
-    let info: serde_json::Value =
-        serde_json::from_str(&ok(daemon(&["info", "--format", "{{json .Swarm}}"]))).expect("json");
+    let info: serde_json::Value = serde_json::from_str(&ok(daemon(&["info", "--format", "{{json .Swarm}}"]))).expect("json");
     assert_eq!(info["LocalNodeState"], "inactive");
 }
 
@@ -45,17 +33,12 @@ fn plugin_install_is_refused_with_its_rule_id() {
     let p = Proxy::start(&[]);
     for cli in clis() {
         let o = run_with_timeout(
-            p.cmd(cli)
-                .args(["plugin", "install", "--grant-all-permissions", "x"]),
+            p.cmd(cli).args(["plugin", "install", "--grant-all-permissions", "x"]),
             None,
             std::time::Duration::from_secs(60),
         );
         assert!(!o.status.success());
-        assert!(
-            stderr(&o).contains("rule system.plugin"),
-            "{cli}: {}",
-            stderr(&o)
-        );
+        assert!(stderr(&o).contains("rule system.plugin"), "{cli}: {}", stderr(&o));
     }
 }
 
@@ -75,25 +58,11 @@ fn swarm_plugin_distribution_and_checkpoint_endpoints_are_refused() {
         ("POST", "/v1.41/plugins/x/set", "system.plugin"),
         ("POST", "/v1.41/plugins/x/upgrade", "system.plugin"),
         ("POST", "/v1.41/plugins/x/push", "system.plugin"),
-        (
-            "GET",
-            "/v1.41/distribution/busybox/json",
-            "system.distribution",
-        ),
-        (
-            "POST",
-            "/v1.41/containers/x/checkpoints",
-            "system.checkpoint",
-        ),
-        (
-            "GET",
-            "/v1.41/containers/x/checkpoints",
-            "system.checkpoint",
-        ),
+        ("GET", "/v1.41/distribution/busybox/json", "system.distribution"),
+        ("POST", "/v1.41/containers/x/checkpoints", "system.checkpoint"),
+        ("GET", "/v1.41/containers/x/checkpoints", "system.checkpoint"),
     ] {
-        let r = p.raw(
-            format!("{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").as_bytes(),
-        );
+        let r = p.raw(format!("{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").as_bytes());
         assert_eq!(status(&r), 403, "{method} {path}: {r}");
         assert!(r.contains(rule), "{method} {path}: {r}");
     }
@@ -116,34 +85,12 @@ const KIND_NODE: &str = r#"{"Image":"kindest/node:v1.29.2","Hostname":"kind-cont
 #[test]
 fn rejects_buildx_docker_container_driver_because_its_container_is_privileged() {
     let p = Proxy::start(&[]);
-    let buildx = cli28().map(|cli| {
-        run_with_timeout(
-            p.cmd(cli).args(["buildx", "version"]),
-            None,
-            std::time::Duration::from_secs(30),
-        )
-    });
+    let buildx = cli28().map(|cli| run_with_timeout(p.cmd(cli).args(["buildx", "version"]), None, std::time::Duration::from_secs(30)));
     if buildx.is_some_and(|o| o.status.success()) {
-        let o = p.docker(&[
-            "buildx",
-            "create",
-            "--driver",
-            "docker-container",
-            "--name",
-            &unique("bx"),
-            "--bootstrap",
-        ]);
-        assert!(
-            stderr(&o).contains("rule container.privileged"),
-            "{}",
-            stderr(&o)
-        );
+        let o = p.docker(&["buildx", "create", "--driver", "docker-container", "--name", &unique("bx"), "--bootstrap"]);
+        assert!(stderr(&o).contains("rule container.privileged"), "{}", stderr(&o));
     }
-    let r = post_json(
-        &p,
-        "/v1.41/containers/create?name=buildx_buildkit_x0",
-        BUILDX_CREATE,
-    );
+    let r = post_json(&p, "/v1.41/containers/create?name=buildx_buildkit_x0", BUILDX_CREATE);
     assert_eq!(status(&r), 403, "{r}");
     assert!(r.contains("container.privileged"), "{r}");
 }
@@ -151,21 +98,13 @@ fn rejects_buildx_docker_container_driver_because_its_container_is_privileged() 
 #[test]
 fn rejects_kind_node_containers() {
     let p = Proxy::start(&[]);
-    let r = post_json(
-        &p,
-        "/v1.41/containers/create?name=kind-control-plane",
-        KIND_NODE,
-    );
+    let r = post_json(&p, "/v1.41/containers/create?name=kind-control-plane", KIND_NODE);
     assert_eq!(status(&r), 403, "{r}");
     assert!(r.contains("container.privileged"), "{r}");
     assert!(r.contains("kind cannot run here"), "{r}");
     // Without `Privileged` the node is still refused (unconfined profiles, host module tree).
     let unprivileged = KIND_NODE.replace(r#""Privileged":true,"#, "");
     // (403 once the container rules refuse unconfined profiles; never a created container.)
-    let r = post_json(
-        &p,
-        "/v1.41/containers/create?name=kind-control-plane",
-        &unprivileged,
-    );
+    let r = post_json(&p, "/v1.41/containers/create?name=kind-control-plane", &unprivileged);
     assert_ne!(status(&r), 201, "{r}");
 }

@@ -59,13 +59,7 @@ pub struct ProxyArgs {
 
 /// The default pin directory: stable per listening socket (FNV-1a of its path).
 fn default_pin_dir(listen: &Path) -> PathBuf {
-    let h = listen
-        .as_os_str()
-        .as_encoded_bytes()
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
-        });
+    let h = listen.as_os_str().as_encoded_bytes().iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3));
     PathBuf::from(format!("/run/dockwarden/pins/{h:016x}"))
 }
 
@@ -79,9 +73,7 @@ pub fn main(a: ProxyArgs) -> anyhow::Result<()> {
     // scheduler saves the cross-thread wake-ups between the client connection's task and the
     // pooled upstream connection's task, which dominated the profile on the multi-thread
     // runtime (benches/README.md). Blocking host-path checks still run on the blocking pool.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(serve(a))
 }
 
@@ -91,21 +83,15 @@ fn init_tracing() {
     // Colour codes only for a terminal: they cost formatting time on every line and make log
     // files harder to grep.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .try_init();
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).try_init();
 }
 
 fn load_policy(path: Option<&Path>) -> anyhow::Result<Policy> {
     match path {
         None => Ok(Policy::default_policy()),
         Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("reading policy file `{}`", p.display()))?;
-            Policy::from_toml(&text)
-                .with_context(|| format!("loading policy file `{}`", p.display()))
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading policy file `{}`", p.display()))?;
+            Policy::from_toml(&text).with_context(|| format!("loading policy file `{}`", p.display()))
         }
     }
 }
@@ -118,22 +104,14 @@ fn bind_socket(path: &Path, uid: u32, gid: u32, mode: u32) -> anyhow::Result<Uni
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         use std::os::unix::fs::FileTypeExt;
         if !meta.file_type().is_socket() {
-            bail!(
-                "`{}` exists and is not a socket; refusing to replace it",
-                path.display()
-            );
+            bail!("`{}` exists and is not a socket; refusing to replace it", path.display());
         }
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
-            bail!(
-                "`{}` is in use by a running server; refusing to take it over",
-                path.display()
-            );
+            bail!("`{}` is in use by a running server; refusing to take it over", path.display());
         }
-        std::fs::remove_file(path)
-            .with_context(|| format!("removing stale socket `{}`", path.display()))?;
+        std::fs::remove_file(path).with_context(|| format!("removing stale socket `{}`", path.display()))?;
     }
-    let listener =
-        UnixListener::bind(path).with_context(|| format!("binding `{}`", path.display()))?;
+    let listener = UnixListener::bind(path).with_context(|| format!("binding `{}`", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
     nix::unistd::chown(path, Some(uid.into()), Some(gid.into()))
         .with_context(|| format!("changing owner of `{}`", path.display()))?;
@@ -142,10 +120,7 @@ fn bind_socket(path: &Path, uid: u32, gid: u32, mode: u32) -> anyhow::Result<Uni
 
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
         return std::future::pending().await;
     };
     tokio::select! {
@@ -158,33 +133,21 @@ async fn shutdown_signal() {
 async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     let mut policy = load_policy(a.policy.as_deref())?;
     super::budget::apply_cap(&a.budget, &mut policy)?; // surface issue
-    let workspace = a
-        .workspace
-        .canonicalize()
-        .with_context(|| format!("workspace `{}`", a.workspace.display()))?;
+    let workspace = a.workspace.canonicalize().with_context(|| format!("workspace `{}`", a.workspace.display()))?;
     let meta = std::fs::metadata(&workspace)?;
     let (uid, gid) = (a.uid.unwrap_or(meta.uid()), a.gid.unwrap_or(meta.gid()));
     let audit = match &a.audit_log {
-        Some(p) => {
-            AuditLog::file(p).with_context(|| format!("opening audit log `{}`", p.display()))?
-        }
+        Some(p) => AuditLog::file(p).with_context(|| format!("opening audit log `{}`", p.display()))?,
         None => AuditLog::stderr(),
     };
     let upstream_path = a.upstream.display().to_string();
-    let pin_dir = a
-        .pin_dir
-        .clone()
-        .unwrap_or_else(|| default_pin_dir(&a.listen));
+    let pin_dir = a.pin_dir.clone().unwrap_or_else(|| default_pin_dir(&a.listen));
     let upstream = proxy::upstream::client(a.upstream.clone());
     let budget = super::budget::prepare(&a.budget, &policy, &upstream).await?; // surface issue
     let env = Environment {
         workspace: workspace.display().to_string(),
         proxy_socket: a.listen.display().to_string(),
-        daemon_sockets: vec![
-            upstream_path.clone(),
-            "/var/run/docker.sock".into(),
-            "/run/docker.sock".into(),
-        ],
+        daemon_sockets: vec![upstream_path.clone(), "/var/run/docker.sock".into(), "/run/docker.sock".into()],
         cgroup_parent: budget.cgroup_parent,
         memory_budget: budget.memory,
         pids_budget: budget.pids,
@@ -195,11 +158,7 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     }
     let listener = bind_socket(&a.listen, uid, gid, a.socket_mode)?;
     // After the socket: a second proxy on a live socket fails there, with the clearer error.
-    let pins = match crate::hostfs::PinStore::open(
-        &pin_dir,
-        &workspace,
-        &a.upstream.display().to_string(),
-    ) {
+    let pins = match crate::hostfs::PinStore::open(&pin_dir, &workspace, &a.upstream.display().to_string()) {
         Ok(p) => Arc::new(p),
         Err(e) => {
             let _ = std::fs::remove_file(&a.listen);
@@ -219,11 +178,7 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     });
     // Releases pins of destroyed containers and hands root-written files back (reconciles
     // with the daemon first, and after every reconnect).
-    crate::hostfs::watch::spawn(
-        pins.clone(),
-        shared.upstream.clone(),
-        crate::hostfs::watch::Owner { uid, gid },
-    );
+    crate::hostfs::watch::spawn(pins.clone(), shared.upstream.clone(), crate::hostfs::watch::Owner { uid, gid });
     println!("export DOCKER_HOST=unix://{}", a.listen.display());
     tracing::info!(listen = %a.listen.display(), upstream = %a.upstream.display(), workspace = %workspace.display(), "dockwarden proxy ready");
     let opts = Options {

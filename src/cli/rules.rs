@@ -10,13 +10,6 @@ pub struct RulesArgs {
 }
 
 pub fn main(a: RulesArgs) -> anyhow::Result<()> {
-    print!(
-        "{}",
-        if a.markdown {
-            catalogue::markdown()
-        } else {
-            catalogue::text()
-        }
-    );
+    print!("{}", if a.markdown { catalogue::markdown() } else { catalogue::text() });
     Ok(())
 }

@@ -38,12 +38,7 @@ pub struct Summary {
 
 enum Pending {
     Root(OwnedFd),
-    Child {
-        parent: Arc<OwnedFd>,
-        name: OsString,
-        ino: u64,
-        depth: usize,
-    },
+    Child { parent: Arc<OwnedFd>, name: OsString, ino: u64, depth: usize },
 }
 
 /// A resumable walk beneath one bind source.
@@ -65,14 +60,7 @@ impl Walker {
     /// Starts at `root`: a directory opened for reading, or any file as `O_PATH`.
     pub fn new(root: OwnedFd, uid: u32, gid: u32) -> nix::Result<Self> {
         let st = nix::sys::stat::fstat(root.as_fd())?;
-        let mut w = Walker {
-            dev: st.st_dev,
-            uid: Uid::from_raw(uid),
-            gid: Gid::from_raw(gid),
-            stack: Vec::new(),
-            linked: HashMap::new(),
-            summary: Summary::default(),
-        };
+        let mut w = Walker { dev: st.st_dev, uid: Uid::from_raw(uid), gid: Gid::from_raw(gid), stack: Vec::new(), linked: HashMap::new(), summary: Summary::default() };
         w.visit(&root, &st);
         if kind(&st) == libc::S_IFDIR {
             w.stack.push(Pending::Root(root));
@@ -93,12 +81,7 @@ impl Walker {
             };
             let (dir, depth) = match p {
                 Pending::Root(fd) => (fd, 0),
-                Pending::Child {
-                    parent,
-                    name,
-                    ino,
-                    depth,
-                } => match self.open_dir(&parent, &name, ino) {
+                Pending::Child { parent, name, ino, depth } => match self.open_dir(&parent, &name, ino) {
                     Some(fd) => (fd, depth),
                     None => continue,
                 },
@@ -118,14 +101,13 @@ impl Walker {
 
     fn read_dir(&mut self, dir: OwnedFd, depth: usize) {
         // The magic link reopens the very directory this descriptor refers to: no name lookup.
-        let names: Vec<OsString> =
-            match std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd())) {
-                Ok(rd) => rd.filter_map(Result::ok).map(|e| e.file_name()).collect(),
-                Err(_) => {
-                    self.summary.errors += 1;
-                    return;
-                }
-            };
+        let names: Vec<OsString> = match std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd())) {
+            Ok(rd) => rd.filter_map(Result::ok).map(|e| e.file_name()).collect(),
+            Err(_) => {
+                self.summary.errors += 1;
+                return;
+            }
+        };
         let dir = Arc::new(dir);
         for name in names {
             self.entry(&dir, name, depth);
@@ -152,12 +134,7 @@ impl Walker {
             if depth + 1 > MAX_DEPTH {
                 self.summary.skipped_deep += 1;
             } else {
-                self.stack.push(Pending::Child {
-                    parent: dir.clone(),
-                    name,
-                    ino: st.st_ino,
-                    depth: depth + 1,
-                });
+                self.stack.push(Pending::Child { parent: dir.clone(), name, ino: st.st_ino, depth: depth + 1 });
             }
         }
     }
@@ -198,13 +175,7 @@ impl Walker {
     }
 
     fn chown(&mut self, fd: &OwnedFd) {
-        match nix::unistd::fchownat(
-            fd.as_fd(),
-            "",
-            Some(self.uid),
-            Some(self.gid),
-            AtFlags::AT_EMPTY_PATH,
-        ) {
+        match nix::unistd::fchownat(fd.as_fd(), "", Some(self.uid), Some(self.gid), AtFlags::AT_EMPTY_PATH) {
             Ok(()) => self.summary.chowned += 1,
             Err(_) => self.summary.errors += 1,
         }
@@ -212,13 +183,7 @@ impl Walker {
 }
 
 /// Runs a whole walk in steps of `step` entries, up to `limit` entries (blocking).
-pub fn chown_tree(
-    root: OwnedFd,
-    uid: u32,
-    gid: u32,
-    step: u64,
-    limit: u64,
-) -> nix::Result<Summary> {
+pub fn chown_tree(root: OwnedFd, uid: u32, gid: u32, step: u64, limit: u64) -> nix::Result<Summary> {
     let mut w = Walker::new(root, uid, gid)?;
     while !w.step(step) {
         if w.summary.visited >= limit {
@@ -236,12 +201,7 @@ mod tests {
     use super::*;
 
     fn open_dir(p: &Path) -> OwnedFd {
-        nix::fcntl::open(
-            p,
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .expect("open")
+        nix::fcntl::open(p, OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty()).expect("open")
     }
 
     /// Needs root (files owned by uid 0 and chown); skipped otherwise.
@@ -263,21 +223,11 @@ mod tests {
         let s = chown_tree(open_dir(&src), 4242, 4343, 2, u64::MAX).expect("walk");
         assert!(s.complete);
         let uid = |p: &Path| std::fs::symlink_metadata(p).expect("meta").uid();
-        for p in [
-            "", "a", "a/b", "a/b/c", "a/b/c/f", "out-link", "in1", "a/in2",
-        ] {
+        for p in ["", "a", "a/b", "a/b/c", "a/b/c/f", "out-link", "in1", "a/in2"] {
             assert_eq!(uid(&src.join(p)), 4242, "{p}");
         }
-        assert_eq!(
-            uid(&root.join("sentinel")),
-            0,
-            "a symlink target outside is never changed"
-        );
-        assert_eq!(
-            uid(&src.join("out-hard")),
-            0,
-            "an inode linked from outside is left alone"
-        );
+        assert_eq!(uid(&root.join("sentinel")), 0, "a symlink target outside is never changed");
+        assert_eq!(uid(&src.join("out-hard")), 0, "an inode linked from outside is left alone");
         assert_eq!(s.skipped_hardlinks, 1);
     }
 }

@@ -14,15 +14,10 @@ pub const DEFAULT_PATH: &str = "/etc/docker/daemon.json";
 pub fn warnings(text: Option<&str>, daemon_major: Option<u64>) -> Vec<String> {
     let fix = r#"set `{"builder": {"Entitlements": {"network-host": false, "security-insecure": false}}}` in daemon.json and restart dockerd"#;
     let Some(text) = text else {
-        return vec![format!(
-            "daemon.json not found: BuildKit builds through `/grpc` may use the host network; {fix}"
-        )];
+        return vec![format!("daemon.json not found: BuildKit builds through `/grpc` may use the host network; {fix}")];
     };
     let Ok(v) = serde_json::from_str::<Value>(text) else {
-        return vec![
-            "daemon.json could not be parsed; the builder entitlements could not be checked"
-                .to_owned(),
-        ];
+        return vec!["daemon.json could not be parsed; the builder entitlements could not be checked".to_owned()];
     };
     let mut out = Vec::new();
     let ent = field(&v, "builder").and_then(|b| field(b, "entitlements"));
@@ -36,13 +31,8 @@ pub fn warnings(text: Option<&str>, daemon_major: Option<u64>) -> Vec<String> {
     if daemon_major.is_some_and(|m| m >= 29) && flag("device") != Some(false) {
         out.push("builder entitlement `device` is not off: BuildKit builds may use host devices; set `\"device\": false` too".to_owned());
     }
-    let opts = field(&v, "default-network-opts")
-        .and_then(|o| field(o, "bridge"))
-        .and_then(Value::as_object);
-    for k in opts
-        .map(|o| o.keys().cloned().collect::<Vec<_>>())
-        .unwrap_or_default()
-    {
+    let opts = field(&v, "default-network-opts").and_then(|o| field(o, "bridge")).and_then(Value::as_object);
+    for k in opts.map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default() {
         if k != MASQUERADE && k != MTU {
             out.push(format!("daemon.json `default-network-opts` sets `{k}` on every new bridge network, past the proxy's network rules"));
         }
@@ -52,10 +42,7 @@ pub fn warnings(text: Option<&str>, daemon_major: Option<u64>) -> Vec<String> {
 
 /// Go matches JSON keys to struct fields case-insensitively; daemon.json is read that way.
 fn field<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
-    v.as_object()?
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v)
+    v.as_object()?.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v)
 }
 
 #[cfg(test)]
@@ -64,8 +51,7 @@ mod tests {
 
     #[test]
     fn hardened_config_has_no_warnings() {
-        let text =
-            r#"{"builder":{"entitlements":{"network-host":false,"security-insecure":false}}}"#;
+        let text = r#"{"builder":{"entitlements":{"network-host":false,"security-insecure":false}}}"#;
         assert!(warnings(Some(text), Some(20)).is_empty());
     }
 
@@ -79,12 +65,7 @@ mod tests {
     fn default_config_warns_about_host_network_builds() {
         assert_eq!(warnings(None, Some(20)).len(), 1);
         assert!(warnings(Some("{}"), Some(20))[0].contains("network-host"));
-        let w = warnings(
-            Some(
-                r#"{"default-network-opts":{"bridge":{"com.docker.network.bridge.enable_icc":"false"}}}"#,
-            ),
-            Some(28),
-        );
+        let w = warnings(Some(r#"{"default-network-opts":{"bridge":{"com.docker.network.bridge.enable_icc":"false"}}}"#), Some(28));
         assert!(w.iter().any(|m| m.contains("enable_icc")));
     }
 }

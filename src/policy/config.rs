@@ -70,8 +70,7 @@ impl Policy {
     /// The embedded default.
     pub fn default_policy() -> Self {
         // INVARIANT: the embedded file is validated by a unit test.
-        Self::from_toml(DEFAULT_POLICY)
-            .unwrap_or_else(|e| panic!("embedded policy is invalid: {e}"))
+        Self::from_toml(DEFAULT_POLICY).unwrap_or_else(|e| panic!("embedded policy is invalid: {e}"))
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
@@ -90,18 +89,11 @@ impl Policy {
         if self.limits.max_containers == 0 {
             return bad("`limits.max_containers` must be at least 1");
         }
-        let loopback = self
-            .ports
-            .bind_address
-            .parse::<std::net::IpAddr>()
-            .map(|ip| ip.is_loopback());
+        let loopback = self.ports.bind_address.parse::<std::net::IpAddr>().map(|ip| ip.is_loopback());
         if loopback != Ok(true) {
             return bad("`ports.bind_address` must be a loopback address");
         }
-        if self.network.min_mtu < 68
-            || self.network.max_mtu > 65535
-            || self.network.min_mtu > self.network.max_mtu
-        {
+        if self.network.min_mtu < 68 || self.network.max_mtu > 65535 || self.network.min_mtu > self.network.max_mtu {
             return bad("`network.min_mtu`..`network.max_mtu` must lie within 68..65535");
         }
         Ok(())
@@ -120,8 +112,7 @@ mod tests {
 
     #[test]
     fn a_policy_cannot_publish_on_a_public_address() {
-        let text =
-            DEFAULT_POLICY.replace("bind_address = \"127.0.0.1\"", "bind_address = \"0.0.0.0\"");
+        let text = DEFAULT_POLICY.replace("bind_address = \"127.0.0.1\"", "bind_address = \"0.0.0.0\"");
         assert!(Policy::from_toml(&text).is_err());
     }
 

@@ -1,8 +1,8 @@
 //! The exhaustive per-endpoint decision: every [`Endpoint`] variant appears in each `match`
 //! below with no wildcard arm, so a new endpoint does not compile until it is classified.
 
-use super::{BodyNeed, Denial, FactQuery, Facts, Permitted, Policy, Request};
 use super::{build, container, kind, limits, network, pins, volume};
+use super::{BodyNeed, Denial, FactQuery, Facts, Permitted, Policy, Request};
 use crate::api::route::Endpoint as E;
 use crate::api::version::ApiVersion;
 
@@ -46,8 +46,7 @@ fn deny(rule: &'static str, msg: &str) -> Result<Permitted, Denial> {
 }
 
 fn check_version(req: &Request, policy: &Policy) -> Result<(), Denial> {
-    let floor =
-        ApiVersion::parse(&policy.min_api_version).unwrap_or_else(|| ApiVersion::new(1, 24));
+    let floor = ApiVersion::parse(&policy.min_api_version).unwrap_or_else(|| ApiVersion::new(1, 24));
     match &req.route.version {
         Some(v) if v.less_than(&floor) => Err(Denial::new(
             "api.version",
@@ -97,10 +96,7 @@ pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted
             .and_then(|p| network::check_endpoints(req, facts, policy).map(|()| p)),
         E::ContainerUpdate(_) => container::decide_update(req, facts, policy),
         E::ExecCreate(_) => container::decide_exec(req),
-        E::ContainerCopy(_) => deny(
-            "container.copy_legacy",
-            "the legacy copy endpoint is not available",
-        ),
+        E::ContainerCopy(_) => deny("container.copy_legacy", "the legacy copy endpoint is not available"),
         E::ImageList
         | E::ImageSearch
         | E::ImageGetAll
@@ -113,17 +109,11 @@ pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted
         | E::ImageTag(_)
         | E::ImageDelete(_) => allow(),
         E::ImageCreate => match req.query.get("fromSrc") {
-            Some(src) if src != "-" => deny(
-                "image.import_url",
-                "importing an image from a URL is not allowed",
-            ),
+            Some(src) if src != "-" => deny("image.import_url", "importing an image from a URL is not allowed"),
             _ => allow(),
         },
         E::ContainerPrune | E::ImagePrune | E::VolumePrune | E::NetworkPrune | E::BuildPrune => {
-            deny(
-                "system.prune",
-                "prune acts on every object of the daemon and is not allowed",
-            )
+            deny("system.prune", "prune acts on every object of the daemon and is not allowed")
         }
         E::Ping | E::PingHead | E::Events | E::Info | E::Version | E::SystemDf | E::Auth => allow(),
         E::Options => deny("route.unknown", "OPTIONS requests are not served"),
@@ -134,36 +124,19 @@ pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted
         E::Session | E::Grpc => build::decide_buildkit(req),
         E::Swarm => deny("system.swarm", "swarm mode is not available"),
         E::PluginList | E::PluginInspect(_) | E::PluginPrivileges => allow(),
-        E::PluginMutate => deny(
-            "system.plugin",
-            "installing or changing plugins is not allowed",
-        ),
-        E::Distribution(_) => deny(
-            "system.distribution",
-            "distribution inspection is not available",
-        ),
+        E::PluginMutate => deny("system.plugin", "installing or changing plugins is not allowed"),
+        E::Distribution(_) => deny("system.distribution", "distribution inspection is not available"),
         E::CheckpointList(_) | E::CheckpointCreate(_) | E::CheckpointDelete(_, _) => {
             deny("system.checkpoint", "checkpoints are not available")
         }
-        E::NetworkList | E::NetworkInspect(_) | E::NetworkDisconnect(_) | E::NetworkDelete(_) => {
-            allow()
-        }
+        E::NetworkList | E::NetworkInspect(_) | E::NetworkDisconnect(_) | E::NetworkDelete(_) => allow(),
         E::NetworkCreate => network::decide_create(req, facts, policy),
         E::NetworkConnect(_) => network::decide_connect(req, facts, policy),
-        E::Debug => deny(
-            "system.debug",
-            "the daemon's debug endpoints are not available",
-        ),
+        E::Debug => deny("system.debug", "the daemon's debug endpoints are not available"),
         E::Unknown => deny("route.unknown", "this endpoint is not available"),
     }
     .and_then(|p| limits::apply(req, facts, policy, p))
     // INVARIANT: the pin rewrite is the last change to a create body, so no later rewrite can
     // put an unpinned workspace path back.
-    .and_then(|p| {
-        if req.route.endpoint == E::ContainerCreate {
-            pins::apply(req, facts, p)
-        } else {
-            Ok(p)
-        }
-    })
+    .and_then(|p| if req.route.endpoint == E::ContainerCreate { pins::apply(req, facts, p) } else { Ok(p) })
 }

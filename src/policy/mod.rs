@@ -55,10 +55,7 @@ pub struct Denial {
 
 impl Denial {
     pub fn new(rule: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            rule,
-            message: message.into(),
-        }
+        Self { rule, message: message.into() }
     }
 
     /// The hint from the rule catalogue.
@@ -72,10 +69,7 @@ impl Denial {
         if hint.is_empty() {
             format!("dockwarden: {} (rule {})", self.message, self.rule)
         } else {
-            format!(
-                "dockwarden: {} (rule {}): {}",
-                self.message, self.rule, hint
-            )
+            format!("dockwarden: {} (rule {}): {}", self.message, self.rule, hint)
         }
     }
 }
@@ -136,10 +130,7 @@ impl Permitted {
         }
         match &mut self.body {
             Some(Json::Object(o)) => f(o),
-            _ => Err(Denial::new(
-                "request.body.invalid",
-                "the body must be a JSON object",
-            )),
+            _ => Err(Denial::new("request.body.invalid", "the body must be a JSON object")),
         }
     }
 
@@ -148,15 +139,8 @@ impl Permitted {
         self
     }
 
-    pub(in crate::policy) fn rewrite(
-        mut self,
-        rule: &'static str,
-        what: impl Into<String>,
-    ) -> Self {
-        self.rewrites.push(Rewrite {
-            rule,
-            what: what.into(),
-        });
+    pub(in crate::policy) fn rewrite(mut self, rule: &'static str, what: impl Into<String>) -> Self {
+        self.rewrites.push(Rewrite { rule, what: what.into() });
         self
     }
 

@@ -60,40 +60,32 @@ pub fn apply(req: &Request, facts: &Facts, mut p: Permitted) -> Result<Permitted
     let ws = facts.env.workspace.trim_end_matches('/');
     let env = &facts.env;
     // The proxy's own socket (which Docker-socket binds are rewritten to) is never pinned.
-    let socket =
-        |k: &str| k == env.proxy_socket || env.daemon_sockets.iter().any(|s| clean(s) == k);
-    let beneath = |k: &str| {
-        !socket(k)
-            && !ws.is_empty()
-            && (k == ws || k.strip_prefix(ws).is_some_and(|r| r.starts_with('/')))
-    };
+    let socket = |k: &str| k == env.proxy_socket || env.daemon_sockets.iter().any(|s| clean(s) == k);
+    let beneath = |k: &str| !socket(k) && !ws.is_empty() && (k == ws || k.strip_prefix(ws).is_some_and(|r| r.starts_with('/')));
     let mut pinned: Vec<(String, String)> = Vec::new();
     let mut failed: Option<String> = None;
     // INVARIANT: on a denial `p` is dropped; without a pin the visit leaves every value as it was.
     p.edit_body(req, |body| {
         visit(body, &mut |src| {
-            let key = clean(src);
-            if !(asked.contains(&key) || beneath(&key)) {
-                return None;
+        let key = clean(src);
+        if !(asked.contains(&key) || beneath(&key)) {
+            return None;
+        }
+        match facts.pins.get(&key) {
+            Some(pin) => {
+                pinned.push((key, pin.clone()));
+                Some(pin.clone())
             }
-            match facts.pins.get(&key) {
-                Some(pin) => {
-                    pinned.push((key, pin.clone()));
-                    Some(pin.clone())
-                }
-                None => {
-                    failed.get_or_insert_with(|| src.to_owned());
-                    None
-                }
+            None => {
+                failed.get_or_insert_with(|| src.to_owned());
+                None
             }
+        }
         });
         Ok(())
     })?;
     if let Some(src) = failed {
-        return Err(Denial::new(
-            "container.bind.pin_failed",
-            format!("bind source `{src}` could not be pinned"),
-        ));
+        return Err(Denial::new("container.bind.pin_failed", format!("bind source `{src}` could not be pinned")));
     }
     if pinned.is_empty() {
         return Ok(p);
@@ -102,9 +94,7 @@ pub fn apply(req: &Request, facts: &Facts, mut p: Permitted) -> Result<Permitted
     pinned.dedup();
     for (src, pin) in pinned {
         if !asked.contains(&src) {
-            p = p.effect(Effect::PinBindSource {
-                host_path: src.clone(),
-            });
+            p = p.effect(Effect::PinBindSource { host_path: src.clone() });
         }
         p = p.rewrite("container.bind.pin", format!("`{src}` → `{pin}`"));
     }
@@ -157,20 +147,13 @@ fn visit_scope(hc: &mut Object, f: &mut dyn FnMut(&str) -> Option<String>) {
 /// `src:dst[:mode]`, split like the daemon (`strings.SplitN(spec, ":", 4)`); an absolute
 /// `src` is a host bind.
 fn rewrite_bind(b: &Json, f: &mut dyn FnMut(&str) -> Option<String>) -> Json {
-    let Json::String(spec) = b else {
-        return b.clone();
-    };
+    let Json::String(spec) = b else { return b.clone() };
     let parts: Vec<&str> = spec.splitn(4, ':').collect();
     if !(2..=3).contains(&parts.len()) || !parts[0].starts_with('/') {
         return b.clone();
     }
     match f(parts[0]) {
-        Some(pin) => Json::String(
-            std::iter::once(pin.as_str())
-                .chain(parts[1..].iter().copied())
-                .collect::<Vec<_>>()
-                .join(":"),
-        ),
+        Some(pin) => Json::String(std::iter::once(pin.as_str()).chain(parts[1..].iter().copied()).collect::<Vec<_>>().join(":")),
         None => b.clone(),
     }
 }
@@ -201,10 +184,7 @@ mod tests {
     fn req(body: &str) -> Request {
         Request {
             method: "POST".into(),
-            route: Route {
-                endpoint: Endpoint::ContainerCreate,
-                version: None,
-            },
+            route: Route { endpoint: Endpoint::ContainerCreate, version: None },
             query: Query::parse(None).expect("query"),
             body: Some(crate::api::json::parse(body.as_bytes()).expect("json")),
             has_body: true,
@@ -214,10 +194,7 @@ mod tests {
     fn facts(pins: &[(&str, &str)]) -> Facts {
         let mut f = Facts::default();
         f.env.workspace = "/ws".into();
-        f.pins = pins
-            .iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect();
+        f.pins = pins.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
         f
     }
 
@@ -227,33 +204,15 @@ mod tests {
 
     #[test]
     fn binds_and_mounts_in_every_scope_are_replaced_by_their_pins() {
-        let r = req(
-            r#"{"Binds":["/ws/a:/x"],"HostConfig":{"Binds":["/ws/./a:/d:ro,z","vol:/v","/outside:/o"],"Mounts":[{"Type":"bind","Source":"/ws/f","Target":"/f"},{"Type":"volume","Source":"/ws/f","Target":"/g"}]}}"#,
-        );
+        let r = req(r#"{"Binds":["/ws/a:/x"],"HostConfig":{"Binds":["/ws/./a:/d:ro,z","vol:/v","/outside:/o"],"Mounts":[{"Type":"bind","Source":"/ws/f","Target":"/f"},{"Type":"volume","Source":"/ws/f","Target":"/g"}]}}"#);
         let f = facts(&[("/ws/a", "/pins/1"), ("/ws/f", "/pins/2")]);
-        assert_eq!(
-            needs(&r),
-            vec![
-                FactQuery::HostPath("/outside".into()),
-                FactQuery::HostPath("/ws/a".into()),
-                FactQuery::HostPath("/ws/f".into())
-            ]
-        );
+        assert_eq!(needs(&r), vec![FactQuery::HostPath("/outside".into()), FactQuery::HostPath("/ws/a".into()), FactQuery::HostPath("/ws/f".into())]);
         let p = apply(&r, &f, Permitted::allow(&r)).expect("allowed");
         let out = forwarded(&p);
         assert!(out.contains(r#""Binds":["/pins/1:/x"]"#), "{out}");
-        assert!(
-            out.contains(r#""Binds":["/pins/1:/d:ro,z","vol:/v","/outside:/o"]"#),
-            "{out}"
-        );
-        assert!(
-            out.contains(r#"{"Type":"bind","Source":"/pins/2","Target":"/f"}"#),
-            "{out}"
-        );
-        assert!(
-            out.contains(r#"{"Type":"volume","Source":"/ws/f","Target":"/g"}"#),
-            "{out}"
-        );
+        assert!(out.contains(r#""Binds":["/pins/1:/d:ro,z","vol:/v","/outside:/o"]"#), "{out}");
+        assert!(out.contains(r#"{"Type":"bind","Source":"/pins/2","Target":"/f"}"#), "{out}");
+        assert!(out.contains(r#"{"Type":"volume","Source":"/ws/f","Target":"/g"}"#), "{out}");
         assert_eq!(p.effects().len(), 2);
         assert!(p.rewrites().iter().all(|w| w.rule == "container.bind.pin"));
     }
@@ -270,13 +229,8 @@ mod tests {
     #[test]
     fn a_source_the_container_rules_asked_to_pin_must_have_a_pin() {
         let r = req(r#"{"HostConfig":{"Binds":["/elsewhere:/d"]}}"#);
-        let p = Permitted::allow(&r).effect(Effect::PinBindSource {
-            host_path: "/elsewhere".into(),
-        });
-        assert_eq!(
-            apply(&r, &facts(&[]), p).expect_err("refused").rule,
-            "container.bind.pin_failed"
-        );
+        let p = Permitted::allow(&r).effect(Effect::PinBindSource { host_path: "/elsewhere".into() });
+        assert_eq!(apply(&r, &facts(&[]), p).expect_err("refused").rule, "container.bind.pin_failed");
     }
 
     #[test]
@@ -285,10 +239,7 @@ mod tests {
         let mut f = facts(&[]);
         f.env.proxy_socket = "/ws/docker.sock".into();
         let p = apply(&r, &f, Permitted::allow(&r)).expect("allowed");
-        assert!(
-            p.body().is_none_or(|b| Some(b) == r.body.as_ref()),
-            "body unchanged"
-        );
+        assert!(p.body().is_none_or(|b| Some(b) == r.body.as_ref()), "body unchanged");
         assert!(p.rewrites().is_empty());
     }
 

@@ -36,26 +36,17 @@ pub struct AuditLog {
 
 impl AuditLog {
     pub fn stderr() -> Self {
-        Self {
-            out: Mutex::new(Box::new(std::io::stderr())),
-        }
+        Self { out: Mutex::new(Box::new(std::io::stderr())) }
     }
 
     pub fn file(path: &std::path::Path) -> std::io::Result<Self> {
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)?;
-        Ok(Self {
-            out: Mutex::new(Box::new(f)),
-        })
+        let f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(Self { out: Mutex::new(Box::new(f)) })
     }
 
     /// Writes one line. A failed write is logged and does not fail the request.
     pub fn write(&self, rec: &Record<'_>) {
-        let Ok(mut line) = serde_json::to_vec(rec) else {
-            return;
-        };
+        let Ok(mut line) = serde_json::to_vec(rec) else { return };
         line.push(b'\n');
         let Ok(mut out) = self.out.lock() else { return };
         if let Err(e) = out.write_all(&line).and_then(|()| out.flush()) {
@@ -66,9 +57,7 @@ impl AuditLog {
 
 /// The current time as RFC 3339 UTC with milliseconds.
 pub fn now_rfc3339() -> String {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs();
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (y, m, dd) = civil_from_days(days as i64);

@@ -9,8 +9,8 @@ use super::body;
 use super::upstream::{self, Upstream};
 use crate::api::json::{self, Json};
 use crate::hostfs::PinStore;
-use crate::policy::FactQuery;
 use crate::policy::facts::{ContainerFact, Facts, ImageFact, NetworkFact, VolumeFact};
+use crate::policy::FactQuery;
 
 /// Why a fact could not be gathered; the request is refused (never allowed) when this happens.
 #[derive(Debug, thiserror::Error)]
@@ -22,65 +22,39 @@ pub enum FactError {
 /// Percent-encodes one path segment for a daemon look-up.
 fn seg(s: &str) -> String {
     s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~:".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
+        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~:".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
         .collect()
 }
 
 /// GETs a daemon path. `Ok(None)` is a 404.
 pub async fn daemon_get(up: &Upstream, path: &str) -> Result<Option<Json>, FactError> {
-    let err = |reason: String| FactError::Daemon {
-        what: path.to_owned(),
-        reason,
-    };
+    let err = |reason: String| FactError::Daemon { what: path.to_owned(), reason };
     let uri = upstream::uri(path).map_err(|e| err(e.to_string()))?;
-    let req = http::Request::get(uri)
-        .body(body::empty())
-        .map_err(|e| err(e.to_string()))?;
+    let req = http::Request::get(uri).body(body::empty()).map_err(|e| err(e.to_string()))?;
     let resp = up.request(req).await.map_err(|e| err(e.to_string()))?;
     let status = resp.status();
-    let bytes = resp
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| err(e.to_string()))?
-        .to_bytes();
+    let bytes = resp.into_body().collect().await.map_err(|e| err(e.to_string()))?.to_bytes();
     if status == http::StatusCode::NOT_FOUND {
         return Ok(None);
     }
     if !status.is_success() {
         return Err(err(format!("status {status}")));
     }
-    json::parse(&bytes)
-        .map(Some)
-        .map_err(|e| err(e.to_string()))
+    json::parse(&bytes).map(Some).map_err(|e| err(e.to_string()))
 }
 
 fn str_pairs(o: Option<&json::Object>, field: &str) -> Vec<(String, String)> {
-    o.and_then(|o| o.str_map(field).ok().flatten())
-        .unwrap_or_default()
+    o.and_then(|o| o.str_map(field).ok().flatten()).unwrap_or_default()
 }
 
 fn text(o: Option<&json::Object>, field: &str) -> String {
-    o.and_then(|o| o.str(field).ok().flatten())
-        .unwrap_or_default()
-        .to_owned()
+    o.and_then(|o| o.str(field).ok().flatten()).unwrap_or_default().to_owned()
 }
 
 /// Gathers every queried fact into `facts`. With a pin store, each host path inside the
 /// workspace is also pinned (the descriptor checked is the one mounted); the caller releases
 /// the pins in `facts.pins` that the permitted request does not use.
-pub async fn gather(
-    up: &Upstream,
-    pins: Option<&Arc<PinStore>>,
-    qs: Vec<FactQuery>,
-    facts: &mut Facts,
-) -> Result<(), FactError> {
+pub async fn gather(up: &Upstream, pins: Option<&Arc<PinStore>>, qs: Vec<FactQuery>, facts: &mut Facts) -> Result<(), FactError> {
     for q in qs {
         match q {
             FactQuery::HostPath(p) => {
@@ -96,10 +70,7 @@ pub async fn gather(
                     None => (crate::hostfs::resolve(Path::new(&ws), &p2, &sockets), None),
                 })
                 .await
-                .map_err(|e| FactError::Daemon {
-                    what: p.clone(),
-                    reason: e.to_string(),
-                })?;
+                .map_err(|e| FactError::Daemon { what: p.clone(), reason: e.to_string() })?;
                 if let Some(pin) = pin {
                     facts.pins.insert(crate::hostfs::clean(&p), pin);
                 }
@@ -139,11 +110,7 @@ pub async fn gather(
                 let fact = v.as_ref().and_then(Json::as_object).map(|o| {
                     let cfg = o.object("Config").ok().flatten();
                     let ports = cfg.and_then(|c| c.object("ExposedPorts").ok().flatten());
-                    ImageFact {
-                        exposed_ports: ports
-                            .map(|p| p.entries().map(|(k, _)| k.to_owned()).collect())
-                            .unwrap_or_default(),
-                    }
+                    ImageFact { exposed_ports: ports.map(|p| p.entries().map(|(k, _)| k.to_owned()).collect()).unwrap_or_default() }
                 });
                 facts.images.insert(r, fact);
             }
@@ -151,12 +118,7 @@ pub async fn gather(
                 let v = daemon_get(up, "/containers/json?all=1").await?;
                 let n = match v {
                     Some(Json::Array(a)) => a.len() as u64,
-                    _ => {
-                        return Err(FactError::Daemon {
-                            what: "container count".into(),
-                            reason: "unexpected answer".into(),
-                        });
-                    }
+                    _ => return Err(FactError::Daemon { what: "container count".into(), reason: "unexpected answer".into() }),
                 };
                 facts.container_count = Some(n);
             }
@@ -164,14 +126,8 @@ pub async fn gather(
             FactQuery::HostRoutes => {
                 let routes = tokio::task::spawn_blocking(crate::hostnet::routes)
                     .await
-                    .map_err(|e| FactError::Daemon {
-                        what: "host routes".into(),
-                        reason: e.to_string(),
-                    })?
-                    .map_err(|e| FactError::Daemon {
-                        what: "host routes".into(),
-                        reason: e.to_string(),
-                    })?;
+                    .map_err(|e| FactError::Daemon { what: "host routes".into(), reason: e.to_string() })?
+                    .map_err(|e| FactError::Daemon { what: "host routes".into(), reason: e.to_string() })?;
                 facts.host_routes = Some(routes);
             }
         }

@@ -52,11 +52,7 @@ pub struct Tracker {
 
 impl Tracker {
     pub fn new(verdicts: Verdicts) -> Self {
-        Self {
-            state: State::Head(Vec::new()),
-            index: 0,
-            verdicts,
-        }
+        Self { state: State::Head(Vec::new()), index: 0, verdicts }
     }
 
     pub fn feed(&mut self, mut data: &[u8]) {
@@ -137,9 +133,7 @@ impl Tracker {
     fn on_head(&mut self, head: &[u8]) -> State {
         let mut hs = [httparse::EMPTY_HEADER; 128];
         let mut req = httparse::Request::new(&mut hs);
-        let Ok(httparse::Status::Complete(_)) = req.parse(head) else {
-            return State::Done;
-        };
+        let Ok(httparse::Status::Complete(_)) = req.parse(head) else { return State::Done };
         let (mut cls, mut tes, mut upgrade) = (Vec::new(), 0, false);
         for h in req.headers.iter() {
             if h.name.eq_ignore_ascii_case("content-length") {
@@ -161,10 +155,7 @@ impl Tracker {
         }
         let len = match cls.first() {
             None => 0,
-            Some(v) => match std::str::from_utf8(v)
-                .ok()
-                .and_then(|s| s.trim().parse::<u64>().ok())
-            {
+            Some(v) => match std::str::from_utf8(v).ok().and_then(|s| s.trim().parse::<u64>().ok()) {
                 Some(n) => n,
                 None => return State::Done,
             },
@@ -219,20 +210,12 @@ pub struct Watched<T> {
 
 impl<T> Watched<T> {
     pub fn new(inner: T, verdicts: Verdicts) -> Self {
-        Self {
-            inner,
-            tracker: Tracker::new(verdicts),
-            scratch: vec![0u8; 16 * 1024],
-        }
+        Self { inner, tracker: Tracker::new(verdicts), scratch: vec![0u8; 16 * 1024] }
     }
 }
 
 impl<T: Read + Unpin> Read for Watched<T> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        mut buf: ReadBufCursor<'_>,
-    ) -> Poll<io::Result<()>> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, mut buf: ReadBufCursor<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         // Read into a scratch buffer so the bytes can be observed before hyper sees them.
         let n = buf.remaining().min(this.scratch.len());
@@ -250,11 +233,7 @@ impl<T: Read + Unpin> Read for Watched<T> {
 }
 
 impl<T: Write + Unpin> Write for Watched<T> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
     }
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -13,55 +13,33 @@ use super::audit::{Peer, Record, now_rfc3339};
 use super::body::{self, ProxyBody};
 use super::error::ProxyError;
 use super::server::{ConnInfo, Shared};
+use std::sync::atomic::Ordering;
 use super::upstream;
 use crate::api::json;
 use crate::api::path::{CanonicalPath, PathError};
 use crate::api::query::Query;
 use crate::api::route::{self, Endpoint, Route};
 use crate::policy::{self, BodyNeed, Denial, Facts, Verdict};
-use std::sync::atomic::Ordering;
 
 /// Hop-by-hop headers never forwarded as-is.
-const HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "proxy-authenticate",
-    "proxy-authorization",
-];
+const HOP: &[&str] = &["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "proxy-authenticate", "proxy-authorization"];
 
 /// Entry point from hyper. Never fails: errors become Docker-style responses.
-pub async fn handle(
-    req: Request<Incoming>,
-    shared: Arc<Shared>,
-    conn: Arc<ConnInfo>,
-) -> Result<Response<ProxyBody>, std::convert::Infallible> {
+pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>, conn: Arc<ConnInfo>) -> Result<Response<ProxyBody>, std::convert::Infallible> {
     // DEBUG, not INFO: an enabled span formats its fields on every request (a measurable share
     // of the proxy's CPU under load, see benches/README.md). The INFO and WARN lines a request
     // can produce carry the method and path themselves.
-    let span =
-        tracing::debug_span!("request", http.method = %req.method(), http.path = %req.uri().path());
+    let span = tracing::debug_span!("request", http.method = %req.method(), http.path = %req.uri().path());
     let index = conn.requests.fetch_add(1, Ordering::SeqCst);
     if conn.verdicts.is_ambiguous(index) {
-        let e = ProxyError::BadRequest(
-            "ambiguous framing: Content-Length with Transfer-Encoding, or repeated Content-Length"
-                .into(),
-        );
+        let e = ProxyError::BadRequest("ambiguous framing: Content-Length with Transfer-Encoding, or repeated Content-Length".into());
         tracing::info!(peer.uid = ?conn.peer.uid, "refused a request with ambiguous framing");
         let mut resp = e.into_response();
         // The client and we may disagree on where the next request starts: end the connection.
-        resp.headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
         return Ok(resp);
     }
-    Ok(handle_inner(req, shared, conn.peer)
-        .instrument(span)
-        .await
-        .unwrap_or_else(ProxyError::into_response))
+    Ok(handle_inner(req, shared, conn.peer).instrument(span).await.unwrap_or_else(ProxyError::into_response))
 }
 
 struct Audit<'a> {
@@ -75,16 +53,10 @@ impl Audit<'_> {
     fn log(&self, route: Option<&Route>, decision: &str, verdict: Option<&Verdict>) {
         let rules = verdict.map(Verdict::rule_ids).unwrap_or_default();
         let rewrites = match verdict {
-            Some(Verdict::Allow(p)) => p
-                .rewrites()
-                .iter()
-                .map(|r| format!("{}: {}", r.rule, r.what))
-                .collect(),
+            Some(Verdict::Allow(p)) => p.rewrites().iter().map(|r| format!("{}: {}", r.rule, r.what)).collect(),
             _ => Vec::new(),
         };
-        let endpoint = route
-            .map(|r| r.endpoint.name())
-            .unwrap_or_else(|| "Unclassified".into());
+        let endpoint = route.map(|r| r.endpoint.name()).unwrap_or_else(|| "Unclassified".into());
         self.shared.audit.write(&Record {
             time: now_rfc3339(),
             peer: self.peer,
@@ -105,60 +77,33 @@ fn check_framing(req: &Request<Incoming>) -> Result<(), ProxyError> {
     let te = h.get_all(header::TRANSFER_ENCODING).iter().count();
     let cl = h.get_all(header::CONTENT_LENGTH).iter().count();
     if te > 0 && cl > 0 {
-        return Err(ProxyError::BadRequest(
-            "both Content-Length and Transfer-Encoding are set".into(),
-        ));
+        return Err(ProxyError::BadRequest("both Content-Length and Transfer-Encoding are set".into()));
     }
     if cl > 1 {
-        return Err(ProxyError::BadRequest(
-            "more than one Content-Length header".into(),
-        ));
+        return Err(ProxyError::BadRequest("more than one Content-Length header".into()));
     }
-    if te > 1
-        || h.get(header::TRANSFER_ENCODING)
-            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"chunked"))
-    {
-        return Err(ProxyError::BadRequest(
-            "only a single `Transfer-Encoding: chunked` is accepted".into(),
-        ));
+    if te > 1 || h.get(header::TRANSFER_ENCODING).is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"chunked")) {
+        return Err(ProxyError::BadRequest("only a single `Transfer-Encoding: chunked` is accepted".into()));
     }
     if req.version() != Version::HTTP_11 && te > 0 {
-        return Err(ProxyError::BadRequest(
-            "Transfer-Encoding on an HTTP/1.0 request".into(),
-        ));
+        return Err(ProxyError::BadRequest("Transfer-Encoding on an HTTP/1.0 request".into()));
     }
     if req.uri().scheme().is_some() || req.uri().authority().is_some() {
-        return Err(ProxyError::BadRequest(
-            "absolute-form request targets are not accepted".into(),
-        ));
+        return Err(ProxyError::BadRequest("absolute-form request targets are not accepted".into()));
     }
-    let ct = h
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    if ct.starts_with("application/x-www-form-urlencoded") || ct.starts_with("multipart/form-data")
-    {
-        return Err(Denial::new(
-            "request.form_body",
-            "form-encoded request bodies are not accepted",
-        )
-        .into());
+    let ct = h.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
+    if ct.starts_with("application/x-www-form-urlencoded") || ct.starts_with("multipart/form-data") {
+        return Err(Denial::new("request.form_body", "form-encoded request bodies are not accepted").into());
     }
     Ok(())
 }
 
 fn classify(req: &Request<Incoming>) -> Result<(Route, Query), ProxyError> {
     let path = CanonicalPath::parse(req.uri().path()).map_err(|e| match e {
-        PathError::BadEscape | PathError::BadBytes | PathError::NotOriginForm => {
-            ProxyError::BadRequest(e.to_string())
-        }
-        PathError::ShapeChangingEscape | PathError::NotClean => {
-            Denial::new("route.noncanonical", e.to_string()).into()
-        }
+        PathError::BadEscape | PathError::BadBytes | PathError::NotOriginForm => ProxyError::BadRequest(e.to_string()),
+        PathError::ShapeChangingEscape | PathError::NotClean => Denial::new("route.noncanonical", e.to_string()).into(),
     })?;
-    let query = Query::parse(req.uri().query())
-        .map_err(|e| Denial::new("request.query.invalid", e.to_string()))?;
+    let query = Query::parse(req.uri().query()).map_err(|e| Denial::new("request.query.invalid", e.to_string()))?;
     Ok((route::classify(req.method().as_str(), &path), query))
 }
 
@@ -167,83 +112,43 @@ async fn read_json_body(b: Incoming, cap: usize) -> Result<Bytes, ProxyError> {
     match Limited::new(b, cap).collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ProxyError::TooLarge(cap)),
-        Err(e) => Err(ProxyError::BadRequest(format!(
-            "cannot read the request body: {e}"
-        ))),
+        Err(e) => Err(ProxyError::BadRequest(format!("cannot read the request body: {e}"))),
     }
 }
 
-async fn handle_inner(
-    mut req: Request<Incoming>,
-    shared: Arc<Shared>,
-    peer: Peer,
-) -> Result<Response<ProxyBody>, ProxyError> {
-    let audit = Audit {
-        shared: &shared,
-        peer,
-        method: req.method().to_string(),
-        path: req.uri().path().to_owned(),
-    };
+async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Peer) -> Result<Response<ProxyBody>, ProxyError> {
+    let audit = Audit { shared: &shared, peer, method: req.method().to_string(), path: req.uri().path().to_owned() };
     let (route, query) = match check_framing(&req).and_then(|()| classify(&req)) {
         Ok(x) => x,
         Err(e) => {
-            let d = if let ProxyError::Denied(d) = &e {
-                Some(Verdict::Deny(d.clone()))
-            } else {
-                None
-            };
+            let d = if let ProxyError::Denied(d) = &e { Some(Verdict::Deny(d.clone())) } else { None };
             audit.log(None, "deny", d.as_ref());
             return Err(e);
         }
     };
     // Hold the create lock from counting to the daemon's answer (the container cap).
-    let _create_guard = if route.endpoint == Endpoint::ContainerCreate {
-        Some(shared.create_lock.lock().await)
-    } else {
-        None
-    };
+    let _create_guard = if route.endpoint == Endpoint::ContainerCreate { Some(shared.create_lock.lock().await) } else { None };
     let need = policy::body_need(&route.endpoint);
     let mut stream_body = None;
     let mut raw_body = Bytes::new();
     let wants_upgrade = req.headers().contains_key(header::UPGRADE);
-    let upgrade = if route.endpoint.hijacks() && wants_upgrade {
-        Some(hyper::upgrade::on(&mut req))
-    } else {
-        None
-    };
+    let upgrade = if route.endpoint.hijacks() && wants_upgrade { Some(hyper::upgrade::on(&mut req)) } else { None };
     let (parts, incoming) = req.into_parts();
     match need {
         BodyNeed::Json => raw_body = read_json_body(incoming, shared.policy.max_json_body).await?,
         BodyNeed::Stream => stream_body = Some(incoming),
     }
-    let decoded = if raw_body.iter().all(u8::is_ascii_whitespace) {
-        None
-    } else {
-        Some(json::parse(&raw_body))
-    };
-    if route.endpoint.hijacks()
-        && !wants_upgrade
-        && !is_detached_exec(&route.endpoint, decoded.as_ref())
-    {
+    let decoded = if raw_body.iter().all(u8::is_ascii_whitespace) { None } else { Some(json::parse(&raw_body)) };
+    if route.endpoint.hijacks() && !wants_upgrade && !is_detached_exec(&route.endpoint, decoded.as_ref()) {
         // Without `Upgrade`, dockerd answers a length-less 200 and then treats the client's
         // following bytes as stdin; hyper cannot hand that connection over, so we refuse
         // rather than relay a stream the client would misread. Every Docker client sends it.
-        return Err(ProxyError::BadRequest(
-            "attach and exec start need an `Upgrade: tcp` header".into(),
-        ));
+        return Err(ProxyError::BadRequest("attach and exec start need an `Upgrade: tcp` header".into()));
     }
     // Surface issue: a refused BuildKit build ends its session; a session tunnel can be ended.
-    let build_session = (route.endpoint == Endpoint::Build)
-        .then(|| query.get("session").map(str::to_owned))
-        .flatten();
+    let build_session = (route.endpoint == Endpoint::Build).then(|| query.get("session").map(str::to_owned)).flatten();
     let session = (route.endpoint == Endpoint::Session)
-        .then(|| {
-            parts
-                .headers
-                .get("x-docker-expose-session-uuid")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        })
+        .then(|| parts.headers.get("x-docker-expose-session-uuid").and_then(|v| v.to_str().ok()).map(str::to_owned))
         .flatten()
         .map(|id| (shared.sessions.handle(&id), id));
     let pre = policy::Request {
@@ -256,10 +161,7 @@ async fn handle_inner(
     let (verdict, made) = match decoded {
         Some(Err(e)) => (Verdict::Deny(Denial::from(e)), Default::default()),
         other => {
-            let preq = policy::Request {
-                body: other.and_then(Result::ok),
-                ..pre
-            };
+            let preq = policy::Request { body: other.and_then(Result::ok), ..pre };
             decide_with_facts(&shared, &preq).await?
         }
     };
@@ -295,10 +197,7 @@ async fn handle_inner(
         (None, Some(s)) => s.boxed(),
         (None, None) => body::full(raw_body),
     };
-    let query = permitted
-        .as_ref()
-        .and_then(|p| p.query())
-        .map(Query::encode);
+    let query = permitted.as_ref().and_then(|p| p.query()).map(Query::encode);
     let resp = forward(&shared, parts, query, fwd_body, upgrade, session).await;
     super::pins::after_create(&shared, pinned, resp).await
 }
@@ -320,32 +219,19 @@ async fn drain(mut b: Incoming) {
 
 /// `POST /exec/{id}/start` with `"Detach": true` answers a plain 200 and never hijacks.
 fn is_detached_exec(e: &Endpoint, body: Option<&Result<json::Json, json::DecodeError>>) -> bool {
-    let Some(Ok(json::Json::Object(o))) = body else {
-        return false;
-    };
+    let Some(Ok(json::Json::Object(o))) = body else { return false };
     matches!(e, Endpoint::ExecStart(_)) && o.bool("Detach") == Ok(Some(true))
 }
 
-async fn decide_with_facts(
-    shared: &Shared,
-    req: &policy::Request,
-) -> Result<(Verdict, super::pins::Made), ProxyError> {
+async fn decide_with_facts(shared: &Shared, req: &policy::Request) -> Result<(Verdict, super::pins::Made), ProxyError> {
     let qs = match policy::needs(req, &shared.policy) {
         Ok(q) => q,
         Err(d) => return Ok((Verdict::Deny(d), Default::default())),
     };
-    let mut facts = Facts {
-        env: shared.env.clone(),
-        ..Facts::default()
-    };
-    if let Err(e) =
-        super::facts::gather(&shared.upstream, shared.pins.as_ref(), qs, &mut facts).await
-    {
+    let mut facts = Facts { env: shared.env.clone(), ..Facts::default() };
+    if let Err(e) = super::facts::gather(&shared.upstream, shared.pins.as_ref(), qs, &mut facts).await {
         super::pins::release(shared, &facts.pins);
-        return Err(ProxyError::Upstream {
-            socket: shared.upstream_path.clone(),
-            reason: e.to_string(),
-        });
+        return Err(ProxyError::Upstream { socket: shared.upstream_path.clone(), reason: e.to_string() });
     }
     let verdict = policy::decide(req, &facts, &shared.policy);
     Ok((verdict, std::mem::take(&mut facts.pins)))
@@ -379,26 +265,18 @@ async fn forward(
         _ => parts.uri.path().to_owned(),
     };
     let internal = |e: http::Error| ProxyError::Internal(e.to_string());
-    let mut up = Request::builder()
-        .method(parts.method.clone())
-        .uri(upstream::uri(&pq).map_err(internal)?);
+    let mut up = Request::builder().method(parts.method.clone()).uri(upstream::uri(&pq).map_err(internal)?);
     if let Some(h) = up.headers_mut() {
         *h = forward_headers(&parts.headers, upgrade.is_some());
     }
     let up = up.body(fwd_body).map_err(internal)?;
-    let mut resp = shared
-        .upstream
-        .request(up)
-        .await
-        .map_err(|e| ProxyError::Upstream {
-            socket: shared.upstream_path.clone(),
-            reason: e.to_string(),
-        })?;
+    let mut resp = shared.upstream.request(up).await.map_err(|e| ProxyError::Upstream {
+        socket: shared.upstream_path.clone(),
+        reason: e.to_string(),
+    })?;
     if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
         let Some(client_up) = upgrade else {
-            return Err(ProxyError::Internal(
-                "daemon switched protocols on a non-hijack endpoint".into(),
-            ));
+            return Err(ProxyError::Internal("daemon switched protocols on a non-hijack endpoint".into()));
         };
         let daemon_up = hyper::upgrade::on(&mut resp);
         let sessions = shared.sessions.clone();
@@ -406,9 +284,7 @@ async fn forward(
             let relay = async {
                 match (client_up.await, daemon_up.await) {
                     (Ok(c), Ok(d)) => super::tunnel::relay(c, d).await,
-                    (c, d) => {
-                        tracing::debug!(client = ?c.err(), daemon = ?d.err(), "upgrade failed")
-                    }
+                    (c, d) => tracing::debug!(client = ?c.err(), daemon = ?d.err(), "upgrade failed"),
                 }
             };
             match session {

@@ -14,4 +14,4 @@ pub mod sessions;
 pub mod tunnel;
 pub mod upstream;
 
-pub use server::{Options, Shared, run};
+pub use server::{run, Options, Shared};

@@ -16,10 +16,7 @@ const TUNNEL_BUF: usize = 64 * 1024;
 pub async fn relay(client: Upgraded, daemon: Upgraded) {
     let (cr, mut cw) = split(TokioIo::new(client));
     let (dr, mut dw) = split(TokioIo::new(daemon));
-    let (mut cr, mut dr) = (
-        BufReader::with_capacity(TUNNEL_BUF, cr),
-        BufReader::with_capacity(TUNNEL_BUF, dr),
-    );
+    let (mut cr, mut dr) = (BufReader::with_capacity(TUNNEL_BUF, cr), BufReader::with_capacity(TUNNEL_BUF, dr));
     let up = async {
         let n = copy_buf(&mut cr, &mut dw).await;
         // INVARIANT: the client's EOF is passed on as a half-close, never a full close.

@@ -1,9 +1,6 @@
 //! Shared end-to-end harness: start the real `dockwarden proxy` on a temporary socket in front
 //! of the real dockerd, and drive it with real clients or raw bytes.
-#![allow(
-    dead_code,
-    reason = "each test binary uses a different subset of the harness"
-)]
+#![allow(dead_code, reason = "each test binary uses a different subset of the harness")]
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -18,16 +15,12 @@ pub const DAEMON: &str = "/var/run/docker.sock";
 
 /// Docker CLI 28 (the machine's) when present.
 pub fn cli28() -> Option<&'static str> {
-    Path::new("/usr/local/bin/docker")
-        .exists()
-        .then_some("/usr/local/bin/docker")
+    Path::new("/usr/local/bin/docker").exists().then_some("/usr/local/bin/docker")
 }
 
 /// Debian's Docker CLI 20.10.
 pub fn cli2010() -> Option<&'static str> {
-    Path::new("/usr/bin/docker")
-        .exists()
-        .then_some("/usr/bin/docker")
+    Path::new("/usr/bin/docker").exists().then_some("/usr/bin/docker")
 }
 
 /// Every Docker CLI on the machine.
@@ -46,20 +39,14 @@ pub struct Proxy {
 
 /// A unique-enough name for objects a test creates.
 pub fn unique(prefix: &str) -> String {
-    let n = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
+    let n = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     format!("dwt-{prefix}-{}-{}", std::process::id(), n % 1_000_000_000)
 }
 
 impl Proxy {
     /// Starts the proxy with the default policy and extra CLI arguments.
     pub fn start(extra: &[&str]) -> Proxy {
-        let dir = tempfile::Builder::new()
-            .prefix("dwtest")
-            .tempdir_in("/tmp")
-            .expect("tempdir");
+        let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
         let root = dir.path().canonicalize().expect("canonical tempdir");
         let workspace = root.join("ws");
         std::fs::create_dir_all(&workspace).expect("workspace");
@@ -72,35 +59,18 @@ impl Proxy {
     }
 
     /// Starts the proxy in front of another daemon socket (e.g. a [`PrivateDaemon`]).
-    pub fn start_with_upstream(
-        dir: tempfile::TempDir,
-        workspace: PathBuf,
-        upstream: &str,
-        extra: &[&str],
-    ) -> Proxy {
+    pub fn start_with_upstream(dir: tempfile::TempDir, workspace: PathBuf, upstream: &str, extra: &[&str]) -> Proxy {
         let root = dir.path().canonicalize().expect("canonical tempdir");
         let socket = root.join("docker.sock");
         let audit = root.join("audit.log");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_dockwarden"));
-        cmd.arg("proxy")
-            .arg("--listen")
-            .arg(&socket)
-            .arg("--workspace")
-            .arg(&workspace)
-            .arg("--upstream")
-            .arg(upstream);
+        cmd.arg("proxy").arg("--listen").arg(&socket).arg("--workspace").arg(&workspace).arg("--upstream").arg(upstream);
         cmd.arg("--audit-log").arg(&audit).args(extra);
         cmd.stdout(Stdio::null()).stderr(Stdio::from(
             std::fs::File::create(root.join("proxy.log")).expect("log file"),
         ));
         let child = cmd.spawn().expect("spawn dockwarden");
-        let p = Proxy {
-            child,
-            dir,
-            socket,
-            workspace,
-            audit,
-        };
+        let p = Proxy { child, dir, socket, workspace, audit };
         p.wait_ready();
         p
     }
@@ -132,9 +102,7 @@ impl Proxy {
     /// A Docker CLI command pointed at the proxy.
     pub fn cmd(&self, cli: &str) -> Command {
         let mut c = Command::new(cli);
-        c.env("DOCKER_HOST", self.docker_host())
-            .env_remove("DOCKER_CONTEXT")
-            .env("DOCKER_CLI_HINTS", "false");
+        c.env("DOCKER_HOST", self.docker_host()).env_remove("DOCKER_CONTEXT").env("DOCKER_CLI_HINTS", "false");
         c.current_dir(&self.workspace);
         c
     }
@@ -161,8 +129,7 @@ impl Drop for Proxy {
 /// Raw HTTP on a Unix socket; returns the response text.
 pub fn raw(sock: &Path, bytes: &[u8]) -> String {
     let mut s = UnixStream::connect(sock).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
     // The proxy may answer (413, 400) and close before reading everything: a failed write is
     // not a failure, the response is what counts.
     let _ = s.write_all(bytes);
@@ -185,24 +152,15 @@ pub fn raw(sock: &Path, bytes: &[u8]) -> String {
 /// True once a Content-Length response has been read whole.
 fn response_complete(b: &[u8]) -> bool {
     let text = String::from_utf8_lossy(b);
-    let Some(end) = text.find("\r\n\r\n") else {
-        return false;
-    };
+    let Some(end) = text.find("\r\n\r\n") else { return false };
     let head = text[..end].to_ascii_lowercase();
-    let cl = head.lines().find_map(|l| {
-        l.strip_prefix("content-length:")
-            .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-    });
+    let cl = head.lines().find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)));
     matches!(cl, Some(n) if b.len() >= end + 4 + n)
 }
 
 /// Runs a command with optional stdin and a timeout; panics on timeout.
 pub fn run_with_timeout(cmd: &mut Command, stdin: Option<&[u8]>, limit: Duration) -> Output {
-    cmd.stdin(if stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    });
+    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn command");
     if let Some(data) = stdin {
@@ -239,12 +197,7 @@ pub fn stderr(o: &Output) -> String {
 /// Asserts success and returns stdout.
 #[track_caller]
 pub fn ok(o: Output) -> String {
-    assert!(
-        o.status.success(),
-        "command failed: {}\nstdout: {}",
-        stderr(&o),
-        stdout(&o)
-    );
+    assert!(o.status.success(), "command failed: {}\nstdout: {}", stderr(&o), stdout(&o));
     stdout(&o)
 }
 
@@ -283,23 +236,13 @@ impl PrivateDaemon {
         let dir = PathBuf::from(format!("/tmp/dwpd-{name}"));
         let _ = std::fs::create_dir_all(&dir);
         let socket = dir.join("d.sock");
-        let mut d = PrivateDaemon {
-            dir,
-            socket,
-            child: None,
-        };
+        let mut d = PrivateDaemon { dir, socket, child: None };
         d.spawn();
-        let status = Command::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/fixtures/make-test-image.sh"
-        ))
-        .env("DOCKER_HOST", d.host())
-        .status()
-        .expect("run make-test-image.sh");
-        assert!(
-            status.success(),
-            "importing the test image into the private daemon"
-        );
+        let status = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/make-test-image.sh"))
+            .env("DOCKER_HOST", d.host())
+            .status()
+            .expect("run make-test-image.sh");
+        assert!(status.success(), "importing the test image into the private daemon");
         d
     }
 
@@ -309,21 +252,13 @@ impl PrivateDaemon {
 
     fn spawn(&mut self) {
         let d = &self.dir;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(d.join("dockerd.log"))
-            .expect("log");
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(d.join("dockerd.log")).expect("log");
         let child = Command::new("unshare")
             .args(["--net", "dockerd"])
-            .arg("--host")
-            .arg(self.host())
-            .arg("--data-root")
-            .arg(d.join("root"))
-            .arg("--exec-root")
-            .arg(d.join("exec"))
-            .arg("--pidfile")
-            .arg(d.join("dockerd.pid"))
+            .arg("--host").arg(self.host())
+            .arg("--data-root").arg(d.join("root"))
+            .arg("--exec-root").arg(d.join("exec"))
+            .arg("--pidfile").arg(d.join("dockerd.pid"))
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
             .spawn()
@@ -336,10 +271,7 @@ impl PrivateDaemon {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        panic!(
-            "private dockerd did not start; see {}",
-            d.join("dockerd.log").display()
-        );
+        panic!("private dockerd did not start; see {}", d.join("dockerd.log").display());
     }
 
     /// Stops the daemon (SIGTERM, as systemd would) and starts it again with the same state.
@@ -350,10 +282,7 @@ impl PrivateDaemon {
 
     fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(c.id().to_string())
-                .status();
+            let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
             let _ = c.wait();
         }
     }

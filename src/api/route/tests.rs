@@ -9,18 +9,9 @@ fn route(method: &str, path: &str) -> Route {
 
 #[test]
 fn versioned_and_bare_paths_classify_alike() {
-    assert_eq!(
-        route("POST", "/v1.41/containers/create").endpoint,
-        Endpoint::ContainerCreate
-    );
-    assert_eq!(
-        route("POST", "/containers/create").endpoint,
-        Endpoint::ContainerCreate
-    );
-    assert_eq!(
-        route("POST", "/v1.41/containers/create").version,
-        ApiVersion::parse("1.41")
-    );
+    assert_eq!(route("POST", "/v1.41/containers/create").endpoint, Endpoint::ContainerCreate);
+    assert_eq!(route("POST", "/containers/create").endpoint, Endpoint::ContainerCreate);
+    assert_eq!(route("POST", "/v1.41/containers/create").version, ApiVersion::parse("1.41"));
     assert_eq!(route("GET", "/_ping").version, None);
 }
 
@@ -30,10 +21,7 @@ fn name_variables_swallow_slashes_like_gorilla() {
         route("GET", "/v1.41/containers/web/db/json").endpoint,
         Endpoint::ContainerInspect("web/db".into())
     );
-    assert_eq!(
-        route("POST", "/containers/a/b/start").endpoint,
-        Endpoint::ContainerStart("a/b".into())
-    );
+    assert_eq!(route("POST", "/containers/a/b/start").endpoint, Endpoint::ContainerStart("a/b".into()));
 }
 
 #[test]
@@ -42,36 +30,24 @@ fn checkpoint_routes_win_over_container_delete() {
         route("DELETE", "/containers/x/checkpoints/y").endpoint,
         Endpoint::CheckpointDelete("x".into(), "y".into())
     );
-    assert_eq!(
-        route("DELETE", "/containers/x/y/z").endpoint,
-        Endpoint::ContainerDelete("x/y/z".into())
-    );
+    assert_eq!(route("DELETE", "/containers/x/y/z").endpoint, Endpoint::ContainerDelete("x/y/z".into()));
 }
 
 #[test]
 fn wrong_method_and_unknown_paths_are_unknown() {
-    assert_eq!(
-        route("GET", "/containers/create").endpoint,
-        Endpoint::Unknown
-    );
+    assert_eq!(route("GET", "/containers/create").endpoint, Endpoint::Unknown);
     assert_eq!(route("get", "/_ping").endpoint, Endpoint::Unknown);
     assert_eq!(route("HEAD", "/info").endpoint, Endpoint::Unknown);
     assert_eq!(route("GET", "/V1.41/info").endpoint, Endpoint::Unknown);
     assert_eq!(route("GET", "/v1.41/nope").endpoint, Endpoint::Unknown);
-    assert_eq!(
-        route("POST", "/v1.41/containers/json").endpoint,
-        Endpoint::Unknown
-    );
+    assert_eq!(route("POST", "/v1.41/containers/json").endpoint, Endpoint::Unknown);
 }
 
 #[test]
 fn surfaces_the_policy_never_allows_are_classified() {
     assert_eq!(route("POST", "/v1.41/swarm/init").endpoint, Endpoint::Swarm);
     assert_eq!(route("GET", "/services").endpoint, Endpoint::Swarm);
-    assert_eq!(
-        route("POST", "/plugins/pull").endpoint,
-        Endpoint::PluginMutate
-    );
+    assert_eq!(route("POST", "/plugins/pull").endpoint, Endpoint::PluginMutate);
     assert_eq!(route("GET", "/plugins").endpoint, Endpoint::PluginList);
     assert_eq!(route("PUT", "/debug/pprof/").endpoint, Endpoint::Debug);
     assert_eq!(route("OPTIONS", "/anything").endpoint, Endpoint::Options);
@@ -82,8 +58,5 @@ fn surfaces_the_policy_never_allows_are_classified() {
 #[test]
 fn version_prefix_is_lenient_like_dockerd() {
     assert_eq!(route("GET", "/v1../info").version, ApiVersion::parse("1"));
-    assert_eq!(
-        route("GET", "/v01.041/info").version,
-        ApiVersion::parse("1.41")
-    );
+    assert_eq!(route("GET", "/v01.041/info").version, ApiVersion::parse("1.41"));
 }

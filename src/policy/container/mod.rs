@@ -62,10 +62,7 @@ impl Changes {
 
 /// A denial for a fact that was not gathered (fail closed).
 pub(crate) fn fact_missing(what: &str) -> Denial {
-    Denial::new(
-        "container.fact_missing",
-        format!("{what} was not looked up"),
-    )
+    Denial::new("container.fact_missing", format!("{what} was not looked up"))
 }
 
 /// The facts a create needs: bind sources, referenced volumes, join targets and, for
@@ -92,23 +89,11 @@ pub fn needs_create(req: &Request, _policy: &Policy) -> Result<Vec<FactQuery>, D
 /// Decides a create; an allowed create is always forwarded as the proxy's rewritten body.
 pub fn decide_create(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted, Denial> {
     let mut cb = model::effective(req)?;
-    let ctx = Ctx {
-        facts,
-        policy,
-        mode: Mode::Create,
-    };
+    let ctx = Ctx { facts, policy, mode: Mode::Create };
     let mut ch = Changes::default();
     if !cb.moved.is_empty() {
-        let keys = cb
-            .moved
-            .iter()
-            .map(|k| format!("`{k}`"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        ch.rewrite(
-            "container.legacy_hostconfig",
-            format!("moved top-level {keys} into `HostConfig`"),
-        );
+        let keys = cb.moved.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+        ch.rewrite("container.legacy_hostconfig", format!("moved top-level {keys} into `HostConfig`"));
     }
     check_host_config(&mut cb.hc, &ctx, &mut ch)?;
     ports::publish_all(&cb.body, &mut cb.hc, &ctx, &mut ch)?;
@@ -124,11 +109,7 @@ pub fn decide_create(req: &Request, facts: &Facts, policy: &Policy) -> Result<Pe
 }
 
 /// Every host-config rule, in both modes. In [`Mode::Create`] it may rewrite `hc`.
-pub(crate) fn check_host_config(
-    hc: &mut Object,
-    ctx: &Ctx<'_>,
-    ch: &mut Changes,
-) -> Result<(), Denial> {
+pub(crate) fn check_host_config(hc: &mut Object, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<(), Denial> {
     privilege::check(hc, ctx)?;
     security::check(hc, ctx)?;
     namespaces::check(hc, ctx, ch)?;

@@ -36,68 +36,41 @@ fn joins(hc: &Object) -> Result<Vec<Join>, Denial> {
     let mut out = Vec::new();
     for field in JOIN_MODES {
         if let Some(r) = hc.str(field)?.and_then(|m| m.strip_prefix("container:")) {
-            out.push(Join {
-                field,
-                reference: r.to_owned(),
-            });
+            out.push(Join { field, reference: r.to_owned() });
         }
     }
     for spec in hc.str_list("VolumesFrom")?.unwrap_or_default() {
         let r = spec.split_once(':').map_or(spec.as_str(), |(r, _)| r);
-        out.push(Join {
-            field: "VolumesFrom",
-            reference: r.to_owned(),
-        });
+        out.push(Join { field: "VolumesFrom", reference: r.to_owned() });
     }
     for link in hc.str_list("Links")?.unwrap_or_default() {
         let name = link.split(':').next().unwrap_or("");
-        out.push(Join {
-            field: "Links",
-            reference: name.strip_prefix('/').unwrap_or(name).to_owned(),
-        });
+        out.push(Join { field: "Links", reference: name.strip_prefix('/').unwrap_or(name).to_owned() });
     }
     if let Some(j) = out.iter().find(|j| j.reference.is_empty()) {
-        return Err(Denial::new(
-            "container.join",
-            format!("`{}` names no container", j.field),
-        ));
+        return Err(Denial::new("container.join", format!("`{}` names no container", j.field)));
     }
     Ok(out)
 }
 
 /// The containers a create joins.
 pub(super) fn needs(hc: &Object) -> Result<Vec<FactQuery>, Denial> {
-    Ok(joins(hc)?
-        .into_iter()
-        .map(|j| FactQuery::Container(j.reference))
-        .collect())
+    Ok(joins(hc)?.into_iter().map(|j| FactQuery::Container(j.reference)).collect())
 }
 
 pub(super) fn check(hc: &mut Object, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<(), Denial> {
     for (field, flag) in HOST_MODES {
         if hc.str(field)? == Some("host") {
-            return Err(Denial::new(
-                "container.namespace.host",
-                format!("the host's namespace (`{flag}`) is not allowed"),
-            ));
+            return Err(Denial::new("container.namespace.host", format!("the host's namespace (`{flag}`) is not allowed")));
         }
     }
     if hc.str("Cgroup")?.is_some_and(|c| !c.is_empty()) {
-        return Err(Denial::new(
-            "container.namespace.host",
-            "a `Cgroup` spec is not allowed",
-        ));
+        return Err(Denial::new("container.namespace.host", "a `Cgroup` spec is not allowed"));
     }
     cgroupns(hc, ctx, ch)?;
     for j in joins(hc)? {
         if ctx.mode == Mode::Stored {
-            return Err(Denial::new(
-                "container.join",
-                format!(
-                    "it joins container `{}` through `{}` in turn",
-                    j.reference, j.field
-                ),
-            ));
+            return Err(Denial::new("container.join", format!("it joins container `{}` through `{}` in turn", j.reference, j.field)));
         }
         let id = check_target(&j, ctx)?;
         pin_reference(hc, &j, &id, ch)?;
@@ -114,10 +87,7 @@ fn cgroupns(hc: &mut Object, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<(), Deni
             ch.rewrite("container.cgroupns", "set `CgroupnsMode` to `private`");
             Ok(())
         }
-        (other, _) => Err(Denial::new(
-            "container.namespace.host",
-            format!("cgroup namespace mode `{other}` is not allowed"),
-        )),
+        (other, _) => Err(Denial::new("container.namespace.host", format!("cgroup namespace mode `{other}` is not allowed"))),
     }
 }
 
@@ -126,36 +96,17 @@ fn check_target(j: &Join, ctx: &Ctx<'_>) -> Result<String, Denial> {
     let fact = match ctx.facts.containers.get(&j.reference) {
         None => return Err(fact_missing(&format!("container `{}`", j.reference))),
         Some(None) => {
-            return Err(Denial::new(
-                "container.join",
-                format!(
-                    "container `{}` named in `{}` does not exist",
-                    j.reference, j.field
-                ),
-            ));
+            return Err(Denial::new("container.join", format!("container `{}` named in `{}` does not exist", j.reference, j.field)));
         }
         Some(Some(c)) => c,
     };
-    let refuse = |why: String| {
-        Denial::new(
-            "container.join",
-            format!(
-                "joining container `{}` through `{}` is not allowed: {why}",
-                j.reference, j.field
-            ),
-        )
-    };
+    let refuse = |why: String| Denial::new("container.join", format!("joining container `{}` through `{}` is not allowed: {why}", j.reference, j.field));
     let Json::Object(stored) = &fact.host_config else {
         return Err(refuse("its host config is unreadable".into()));
     };
     let mut stored = stored.clone();
-    let sub = super::Ctx {
-        facts: ctx.facts,
-        policy: ctx.policy,
-        mode: Mode::Stored,
-    };
-    check_host_config(&mut stored, &sub, &mut Changes::default())
-        .map_err(|d| refuse(format!("{} ({})", d.message, d.rule)))?;
+    let sub = super::Ctx { facts: ctx.facts, policy: ctx.policy, mode: Mode::Stored };
+    check_host_config(&mut stored, &sub, &mut Changes::default()).map_err(|d| refuse(format!("{} ({})", d.message, d.rule)))?;
     Ok(fact.id.clone())
 }
 
@@ -182,12 +133,6 @@ fn pin_reference(hc: &mut Object, j: &Join, id: &str, ch: &mut Changes) -> Resul
         "Links" => return Ok(()),
         field => hc.set(field, Json::String(format!("container:{id}"))),
     }
-    ch.rewrite(
-        "container.join",
-        format!(
-            "`{}` now names container `{}` by its full ID",
-            j.field, j.reference
-        ),
-    );
+    ch.rewrite("container.join", format!("`{}` now names container `{}` by its full ID", j.field, j.reference));
     Ok(())
 }
