@@ -238,19 +238,23 @@ fn compose_workspace_lifecycle_end_to_end() {
     let repo = env.compose_repo("compose-repo");
 
     // 1-2: created from the fixture; info shows the runtime and where the choice came from.
-    let created = env.create(json!({
-        "id": "dc", "repo": repo.display().to_string(), "runtime": "docker-compose"
-    }));
+    let created = env.create(json!({ "id": "dc", "repo": repo.display().to_string() }));
     let ws = &created["workspace"];
     assert_eq!(ws["runtime"]["runtime"], "docker-compose", "{created}");
-    assert_eq!(ws["runtime"]["source"], "explicit");
+    assert_eq!(ws["runtime"]["source"], "evidence");
+    let evidence = ws["runtime"]["evidence"].as_array().unwrap();
+    assert!(
+        evidence.iter().any(|e| e["file"] == "compose.yaml"),
+        "{evidence:?}"
+    );
     let uid = ws["uid"].as_u64().unwrap();
     let info = env.svc.cli(&["info", "dc"]);
     let text = String::from_utf8_lossy(&info.stdout).to_string();
     assert!(
-        text.contains("runtime: docker-compose (explicit)"),
+        text.contains("runtime: docker-compose (evidence)"),
         "{text}"
     );
+    assert!(text.contains("evidence: compose.yaml"), "{text}");
     let docker_host = ws["docker_host"].as_str().unwrap().to_string();
     assert_eq!(
         env.ok("dc", "echo $DOCKER_HOST").trim(),
@@ -431,6 +435,24 @@ fn reprovision_standard_to_docker_compose_keeps_the_worktree_byte_for_byte() {
         "the old daemon's data is gone"
     );
     assert_eq!(env.ok("rp", "cat .env.local").trim(), "secret-local");
+
+    // An inspect script is read by the evidence rules, never run.
+    env.ok(
+        "rp",
+        "mkdir -p scripts && printf 'touch ran.txt\\ndocker compose up -d\\n' > scripts/dev.sh",
+    );
+    let by_script = env.svc.ok(
+        "POST",
+        "/v1/workspaces/rp/reprovision",
+        Some(json!({ "inspect_script": "scripts/dev.sh" })),
+    );
+    let sel = &by_script["workspace"]["runtime"];
+    assert_eq!(sel["runtime"], "docker-compose", "{by_script}");
+    assert_eq!(sel["source"], "evidence");
+    assert!(
+        !env.svc.worktree("rp").join("ran.txt").exists(),
+        "the inspect script was not run"
+    );
 }
 
 #[test]

@@ -284,6 +284,9 @@ fn check_forwarded(case: &Value, p: &policy::Permitted, ws: &Ws) -> Result<(), S
 #[test]
 fn policy_cases() {
     let pol = Policy::default_policy();
+    // `"profile": "private-daemon"` runs a case under that profile.
+    let private_text = policy::config::DEFAULT_POLICY.replace("profile = \"default\"", "profile = \"private-daemon\"");
+    let private = Policy::from_toml(&private_text).expect("private-daemon policy");
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/policy_cases");
     let mut files: Vec<_> = std::fs::read_dir(&dir).expect("cases dir").map(|e| e.expect("entry").path()).collect();
     files.sort();
@@ -293,7 +296,8 @@ fn policy_cases() {
         for case in &cases {
             n += 1;
             let name = format!("{}: {}", f.file_name().and_then(|s| s.to_str()).unwrap_or("?"), case["description"].as_str().unwrap_or("?"));
-            if let Err(e) = run_case(case, &pol) {
+            let p = if case["profile"] == "private-daemon" { &private } else { &pol };
+            if let Err(e) = run_case(case, p) {
                 failures.insert(name, e);
             }
         }

@@ -11,12 +11,13 @@
 
 use super::catalogue::Rule;
 use super::{Denial, Permitted, Policy, Request};
+pub use super::profile::prune_decision;
 
 pub const RULES: &[Rule] = &[
     Rule {
         id: "build.network",
         rationale: "RUN steps may use the default network or none; `host`, `container:` and user networks reach the host's stack or other containers",
-        hint: "drop `--network` from `docker build`, or use `--network none`",
+        hint: "drop `--network` from `docker build`, or use `--network none` (a private-daemon profile also allows a user bridge network that passes the network rules)",
     },
     Rule {
         id: "build.cgroup_parent",
@@ -43,9 +44,11 @@ const NETWORK_MODES: &[&str] = &["", "default", "bridge", "none"];
 const CLIENT_SESSION: &str = "client-session";
 
 /// `POST /build` and `POST /build/cancel`.
-pub fn decide_build(req: &Request, _policy: &Policy) -> Result<Permitted, Denial> {
+pub fn decide_build(req: &Request, policy: &Policy) -> Result<Permitted, Denial> {
     let q = &req.query;
-    if let Some(m) = q.all("networkmode").into_iter().find(|m| !NETWORK_MODES.contains(m)) {
+    // A private daemon's user networks are judged with their facts (`profile::check_build_network`).
+    let refused = |m: &&str| !NETWORK_MODES.contains(m) && !super::profile::build_user_network_allowed(m, policy);
+    if let Some(m) = q.all("networkmode").into_iter().find(refused) {
         return Err(Denial::new("build.network", format!("build network mode `{m}` is not allowed")));
     }
     if let Some(c) = q.all("cgroupparent").into_iter().find(|c| !c.is_empty()) {

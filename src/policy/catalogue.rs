@@ -55,7 +55,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "system.debug",
         rationale: "the daemon's debug and pprof handlers expose its memory and internals",
-        hint: "",
+        hint: "the daemon's debug endpoints are not available through the workspace proxy",
     },
     Rule {
         id: "system.checkpoint",
@@ -65,12 +65,12 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "system.distribution",
         rationale: "distribution inspection contacts registries with the daemon's credentials",
-        hint: "",
+        hint: "inspect images locally (`docker image inspect`) instead of asking the registry through the daemon",
     },
     Rule {
         id: "system.prune",
         rationale: "prune endpoints act on the whole daemon, not only the workspace's objects",
-        hint: "remove objects by name instead",
+        hint: "remove objects by name instead (a private-daemon policy profile allows prune)",
     },
     Rule {
         id: "image.import_url",
@@ -130,6 +130,12 @@ pub fn text() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_rule_has_a_hint() {
+        let empty: Vec<&str> = all().iter().filter(|r| r.hint.trim().is_empty()).map(|r| r.id).collect();
+        assert!(empty.is_empty(), "rules without a hint: {empty:?}");
+    }
 
     #[test]
     fn rule_ids_are_unique_and_dotted() {

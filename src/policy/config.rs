@@ -27,6 +27,21 @@ pub struct Policy {
     pub ports: Ports,
     pub network: Network,
     pub sysctls: Sysctls,
+    /// Where the daemon sits: shared (`default`) or the workspace's own (`private-daemon`).
+    #[serde(default)]
+    pub profile: Profile,
+}
+
+/// What the daemon behind the proxy holds, which decides whether daemon-wide verbs are the
+/// workspace's to use (`src/policy/profile.rs`).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    /// The daemon may hold other users' objects: prune and user-network builds are refused.
+    #[default]
+    Default,
+    /// A per-workspace private daemon: everything on it is the workspace's own.
+    PrivateDaemon,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -55,8 +70,34 @@ pub struct Network {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Sysctls {
-    /// Namespaced sysctls a container may set (exact names or prefixes ending in `.`).
-    pub allow: Vec<String>,
+    /// Network-namespace sysctls a container with its own network namespace may set (exact
+    /// names, or prefixes ending in `.` or `*`); each must start with `net.`.
+    pub net: Vec<String>,
+    /// IPC-namespace sysctls a container with its own IPC namespace may set; each must be one
+    /// the kernel keeps per IPC namespace (`kernel.msg*`, `kernel.sem`, `kernel.shm*`,
+    /// `fs.mqueue.*`).
+    pub ipc: Vec<String>,
+}
+
+impl Sysctls {
+    /// Whether `pattern` matches the sysctl `name` (exact, or a prefix ending in `.` or `*`).
+    pub fn matches(pattern: &str, name: &str) -> bool {
+        match pattern.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None if pattern.ends_with('.') => name.starts_with(pattern),
+            None => pattern == name,
+        }
+    }
+
+    /// Whether every name `pattern` can match lies in the IPC namespace.
+    fn ipc_only(pattern: &str) -> bool {
+        let lit = pattern.strip_suffix('*').unwrap_or(pattern);
+        let exact = !pattern.ends_with('*') && !pattern.ends_with('.');
+        lit.starts_with("kernel.msg")
+            || lit.starts_with("kernel.shm")
+            || lit.starts_with("fs.mqueue.")
+            || (exact && lit == "kernel.sem")
+    }
 }
 
 impl Policy {
@@ -93,6 +134,12 @@ impl Policy {
         if loopback != Ok(true) {
             return bad("`ports.bind_address` must be a loopback address");
         }
+        if let Some(p) = self.sysctls.net.iter().find(|p| !p.starts_with("net.")) {
+            return bad(&format!("`sysctls.net` entry `{p}` is not a `net.` sysctl"));
+        }
+        if let Some(p) = self.sysctls.ipc.iter().find(|p| !Sysctls::ipc_only(p)) {
+            return bad(&format!("`sysctls.ipc` entry `{p}` is not an IPC-namespace sysctl"));
+        }
         if self.network.min_mtu < 68 || self.network.max_mtu > 65535 || self.network.min_mtu > self.network.max_mtu {
             return bad("`network.min_mtu`..`network.max_mtu` must lie within 68..65535");
         }
@@ -114,6 +161,27 @@ mod tests {
     fn a_policy_cannot_publish_on_a_public_address() {
         let text = DEFAULT_POLICY.replace("bind_address = \"127.0.0.1\"", "bind_address = \"0.0.0.0\"");
         assert!(Policy::from_toml(&text).is_err());
+    }
+
+    #[test]
+    fn sysctl_lists_hold_only_namespaced_names() {
+        let net = DEFAULT_POLICY.replace(r#"net = ["net.*"]"#, r#"net = ["net.*", "kernel.core_pattern"]"#);
+        assert!(Policy::from_toml(&net).is_err());
+        for bad in ["kernel.*", "kernel.s*", "kernel.sem*", "fs.*"] {
+            let ipc = DEFAULT_POLICY.replace(r#"ipc = ["#, &format!(r#"ipc = ["{bad}", "#));
+            assert!(Policy::from_toml(&ipc).is_err(), "{bad}");
+        }
+        assert!(Sysctls::matches("net.*", "net.ipv6.conf.all.disable_ipv6"));
+        assert!(Sysctls::matches("fs.mqueue.", "fs.mqueue.msg_max"));
+        assert!(!Sysctls::matches("kernel.sem", "kernel.sem_next_id"));
+    }
+
+    #[test]
+    fn profile_defaults_and_parses() {
+        assert_eq!(Policy::default_policy().profile, Profile::Default);
+        let p = Policy::from_toml(&DEFAULT_POLICY.replace("profile = \"default\"", "profile = \"private-daemon\"")).expect("parses");
+        assert_eq!(p.profile, Profile::PrivateDaemon);
+        assert!(Policy::from_toml(&DEFAULT_POLICY.replace("profile = \"default\"", "profile = \"open\"")).is_err());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The exhaustive per-endpoint decision: every [`Endpoint`] variant appears in each `match`
 //! below with no wildcard arm, so a new endpoint does not compile until it is classified.
 
-use super::{build, container, kind, limits, network, pins, volume};
+use super::{build, container, kind, limits, network, pins, profile, volume};
 use super::{BodyNeed, Denial, FactQuery, Facts, Permitted, Policy, Request};
 use crate::api::route::Endpoint as E;
 use crate::api::version::ApiVersion;
@@ -37,6 +37,7 @@ pub fn needs(req: &Request, policy: &Policy) -> Result<Vec<FactQuery>, Denial> {
         E::NetworkCreate => network::needs_create(req),
         E::NetworkConnect(id) => network::needs_connect(req, id),
         E::VolumeCreate => volume::needs_create(req),
+        E::Build => Ok(profile::needs_build(req, policy)),
         _ => Ok(Vec::new()),
     }
 }
@@ -113,14 +114,16 @@ pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted
             _ => allow(),
         },
         E::ContainerPrune | E::ImagePrune | E::VolumePrune | E::NetworkPrune | E::BuildPrune => {
-            deny("system.prune", "prune acts on every object of the daemon and is not allowed")
+            profile::prune_decision(policy).and_then(|()| allow())
         }
         E::Ping | E::PingHead | E::Events | E::Info | E::Version | E::SystemDf | E::Auth => allow(),
         E::Options => deny("route.unknown", "OPTIONS requests are not served"),
         E::VolumeList | E::VolumeInspect(_) | E::VolumeDelete(_) => allow(),
         E::VolumeCreate => volume::decide_create(req, facts, policy),
         E::VolumeUpdate(_) => deny("system.swarm", "cluster volumes belong to swarm mode"),
-        E::Build | E::BuildCancel => build::decide_build(req, policy),
+        E::Build | E::BuildCancel => {
+            build::decide_build(req, policy).and_then(|p| profile::check_build_network(req, facts, policy).map(|()| p))
+        }
         E::Session | E::Grpc => build::decide_buildkit(req),
         E::Swarm => deny("system.swarm", "swarm mode is not available"),
         E::PluginList | E::PluginInspect(_) | E::PluginPrivileges => allow(),

@@ -15,6 +15,7 @@ pub mod kind;
 pub mod limits;
 pub mod network;
 pub mod pins;
+pub mod profile;
 pub mod volume;
 
 use crate::api::json::{DecodeError, Json};

@@ -17,7 +17,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "container.bind.pin",
         rationale: "a bind source is replaced by a root-only pin of the checked directory or file, so swapping the workspace path for a symlink later changes nothing",
-        hint: "",
+        hint: "nothing to do: the container sees the workspace path it asked for",
     },
     Rule {
         id: "container.bind.pin_failed",

@@ -13,7 +13,7 @@ pub mod files;
 pub mod human;
 mod idle;
 pub mod model;
-mod provision;
+pub(crate) mod provision;
 mod recovery;
 pub mod runtime;
 pub mod service;

@@ -30,7 +30,7 @@ pub struct Workspace {
     pub last_recovery: Option<RecoveryReport>,
     /// The runtime chosen for this workspace and why (absent in records made before
     /// runtimes were selectable: those are `standard`).
-    #[serde(default)]
+    #[serde(default = "crate::workspace::provision::standard_selection")]
     pub runtime: Selection,
     /// `DOCKER_HOST` of the workspace's commands (docker-compose runtime only).
     #[serde(default, skip_serializing_if = "Option::is_none")]

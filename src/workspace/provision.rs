@@ -6,28 +6,54 @@ use std::collections::BTreeMap;
 
 use tracing::{info, warn};
 
+use crate::workspace::error::WsError;
 use crate::workspace::error::WsResult;
 use crate::workspace::model::Workspace;
 use crate::workspace::runtime::docker::Layout;
-use crate::workspace::runtime::{RuntimeKind, Selection, select_stub};
+use crate::workspace::runtime::select::{self, DirView, GitView, RepoView};
+use crate::workspace::runtime::{RuntimeKind, Selection, Source};
 use crate::workspace::service::Service;
-use crate::workspace::settings::Settings;
 use crate::workspace::store;
+
+/// The selection of a record made before runtimes existed.
+pub fn standard_selection() -> Selection {
+    Selection {
+        runtime: RuntimeKind::Standard,
+        source: Source::Default,
+        evidence: Vec::new(),
+        setting: None,
+        truncated: false,
+    }
+}
 
 /// What a docker-compose `connect` or `restart` cannot bring back by itself.
 pub const RESTART_NOTE: &str = "the Docker daemon was restarted on the same data (images, named volumes): containers and previews are stopped and need starting again (for example `docker compose up -d`)";
 
 impl Service {
     /// The runtime for `ws`: the caller's `runtime`, else the settings file's, else the
-    /// repository's evidence at the checked-out revision, else `standard`.
-    pub(crate) fn select_runtime(
+    /// repository's evidence, else `standard` (`runtime::select`, bounded by its `Limits`).
+    /// A cloned repository is read at the checked-out commit (`GitView` at `HEAD`, which is
+    /// the revision being provisioned); anything else as the tree on disk (`DirView`).
+    /// `script` is a repository-local file read by the same rules (`reprovision`), never run.
+    pub(crate) async fn select_runtime(
         &self,
-        _ws: &Workspace,
+        ws: &Workspace,
         explicit: Option<RuntimeKind>,
-        settings: &Settings,
+        script: Option<(String, Vec<u8>)>,
     ) -> WsResult<Selection> {
-        // PLACEHOLDER until the evidence selector lands: explicit settings only.
-        Ok(select_stub::select_explicit(explicit.or(settings.runtime)))
+        let wt = self.worktree(&ws.id);
+        let git = ws.repo.is_some() && script.is_none() && wt.join(".git").is_dir();
+        tokio::task::spawn_blocking(move || -> WsResult<Selection> {
+            let view: Box<dyn RepoView> = if git {
+                Box::new(GitView::open(&wt, "HEAD").map_err(|e| WsError::io(&wt, e))?)
+            } else {
+                Box::new(DirView::new(&wt))
+            };
+            let extra = script.as_ref().map(|(p, b)| (p.as_str(), b.as_slice()));
+            Ok(select::select_with_script(&*view, explicit, extra))
+        })
+        .await
+        .map_err(|e| WsError::Internal(format!("selection task: {e}")))?
     }
 
     /// Persists the selection (and `DOCKER_HOST`), then brings the runtime up: the daemon and

@@ -14,6 +14,7 @@ mod ports;
 mod privilege;
 mod rules;
 mod security;
+mod sysctls;
 mod verbs;
 
 #[cfg(test)]

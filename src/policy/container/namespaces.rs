@@ -65,7 +65,7 @@ pub(super) fn check(hc: &mut Object, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<
         }
     }
     if hc.str("Cgroup")?.is_some_and(|c| !c.is_empty()) {
-        return Err(Denial::new("container.namespace.host", "a `Cgroup` spec is not allowed"));
+        return Err(Denial::new("container.cgroup_join", "a `Cgroup` spec (another container's cgroup) is not allowed"));
     }
     cgroupns(hc, ctx, ch)?;
     for j in joins(hc)? {
@@ -106,7 +106,7 @@ fn check_target(j: &Join, ctx: &Ctx<'_>) -> Result<String, Denial> {
     };
     let mut stored = stored.clone();
     let sub = super::Ctx { facts: ctx.facts, policy: ctx.policy, mode: Mode::Stored };
-    check_host_config(&mut stored, &sub, &mut Changes::default()).map_err(|d| refuse(format!("{} ({})", d.message, d.rule)))?;
+    check_host_config(&mut stored, &sub, &mut Changes::default()).map_err(|d| refuse(d.message))?;
     Ok(fact.id.clone())
 }
 

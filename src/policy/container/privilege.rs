@@ -38,7 +38,7 @@ pub(super) fn check(hc: &Object, ctx: &Ctx<'_>) -> Result<(), Denial> {
     if hc.str_map("Annotations")?.is_some_and(|a| !a.is_empty()) {
         return Err(deny("container.annotations", "annotations are not allowed"));
     }
-    sysctls(hc, ctx)?;
+    super::sysctls::check(hc, ctx)?;
     if let Some(log) = hc.object("LogConfig")? {
         let t = log.str("Type")?.unwrap_or("");
         if !LOG_DRIVERS.contains(&t) {
@@ -89,17 +89,6 @@ fn cgroup_parent(hc: &Object, ctx: &Ctx<'_>) -> Result<(), Denial> {
         return Ok(());
     }
     Err(deny("container.cgroup_parent", format!("cgroup parent `{parent}` is not allowed")))
-}
-
-fn sysctls(hc: &Object, ctx: &Ctx<'_>) -> Result<(), Denial> {
-    let allow = &ctx.policy.sysctls.allow;
-    for (key, _) in hc.str_map("Sysctls")?.unwrap_or_default() {
-        let ok = allow.iter().any(|a| if a.ends_with('.') { key.starts_with(a.as_str()) } else { *a == key });
-        if !ok {
-            return Err(deny("container.sysctl", format!("sysctl `{key}` is not in the allow-list")));
-        }
-    }
-    Ok(())
 }
 
 /// Checks a `Tmpfs` option string (`HostConfig.Tmpfs` values, comma-separated).

@@ -52,6 +52,11 @@ pub const RULES: &[Rule] = &[
         hint: "connect to a network created through this proxy, or the default `bridge`",
     },
     Rule {
+        id: "network.connect.route",
+        rationale: "a network whose subnet a route of the daemon's network namespace now covers (LAN, VPN) would capture that traffic, even if the proxy created it",
+        hint: "a host route now covers this network's subnet: remove the network and create it again through the proxy, so the daemon picks a free subnet",
+    },
+    Rule {
         id: "network.endpoint",
         rationale: "endpoint driver options set sysctls and interface names inside the container's network namespace",
         hint: "drop `--driver-opt` from the network attachment",
@@ -161,7 +166,7 @@ pub fn check_endpoints(req: &Request, facts: &Facts, policy: &Policy) -> Result<
 }
 
 /// The network a container would join must exist and meet the same rules as a new one.
-fn check_joinable(reference: &str, facts: &Facts, policy: &Policy) -> Result<(), Denial> {
+pub(crate) fn check_joinable(reference: &str, facts: &Facts, policy: &Policy) -> Result<(), Denial> {
     let rule = "network.connect";
     let nf = match facts.networks.get(reference) {
         None => return Err(Denial::new(rule, format!("network `{reference}` was not looked up"))),
@@ -176,10 +181,15 @@ fn check_joinable(reference: &str, facts: &Facts, policy: &Policy) -> Result<(),
     }
     let raw = nf.raw.as_object().cloned().unwrap_or_default();
     let own = nf.id.get(..12).map(|short| format!("br-{short}"));
+    // First every rule but the route overlap: a network made through the proxy passed them at
+    // create, so failing one means it was made elsewhere (the `network.connect` hint). Only a
+    // route that appeared since can refuse a network the proxy made (`network.connect.route`).
+    // Either way the refusal names one rule.
+    let no_routes = spec::Context { policy, routes: Some(&[]), own_iface: own.clone() };
+    spec::check(&raw, &no_routes)
+        .map_err(|d| Denial::new(rule, format!("network `{}` does not meet the network rules: {}", nf.name, d.message)))?;
     let cx = spec::Context { policy, routes: facts.host_routes.as_deref(), own_iface: own };
-    spec::check(&raw, &cx).map_err(|d| {
-        Denial::new(rule, format!("network `{}` does not meet the network rules: {} (rule `{}`)", nf.name, d.message, d.rule))
-    })
+    spec::check(&raw, &cx).map_err(|d| Denial::new("network.connect.route", format!("network `{}`: {}", nf.name, d.message)))
 }
 
 /// The daemon's own default bridge (`docker0`), which every container joins by default.

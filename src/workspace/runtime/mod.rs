@@ -9,7 +9,7 @@ mod dispatch;
 pub mod docker;
 mod local;
 mod procs;
-pub mod select_stub;
+pub mod select;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -20,7 +20,7 @@ use std::time::Duration;
 pub use dispatch::Runtimes;
 pub use docker::{DockerConfig, DockerRuntime};
 pub use local::LocalRuntime;
-pub use select_stub::{Evidence, RuntimeKind, Selection, Source};
+pub use select::{Evidence, RuntimeKind, Selection, Source};
 use tokio::sync::mpsc;
 
 use crate::workspace::error::WsResult;

@@ -141,7 +141,7 @@ impl Service {
             latest_snapshot: None,
             setup: None,
             last_recovery: None,
-            runtime: Selection::default(),
+            runtime: crate::workspace::provision::standard_selection(),
             docker_host: None,
         })
     }
@@ -162,13 +162,18 @@ impl Service {
             ws.idle_timeout_secs = t;
         }
         let mut notes = Vec::new();
-        ws.runtime = match (&req.from, req.runtime) {
-            // A fork keeps its parent's runtime unless the caller names one.
+        // A fork keeps its parent's runtime unless the caller names one.
+        let inherited = match (&req.from, req.runtime) {
             (Some(from), None) => self.parent_selection(from).map_err(fail)?,
             _ => None,
-        }
-        .map_or_else(|| self.select_runtime(&ws, req.runtime, &settings), Ok)
-        .map_err(fail)?;
+        };
+        ws.runtime = match inherited {
+            Some(sel) => sel,
+            None => self
+                .select_runtime(&ws, req.runtime, None)
+                .await
+                .map_err(fail)?,
+        };
         self.provision_runtime(&mut ws).await.map_err(fail)?;
         if req.from.is_some() && ws.runtime.runtime == RuntimeKind::DockerCompose {
             notes.push(

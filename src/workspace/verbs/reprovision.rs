@@ -46,7 +46,7 @@ impl Service {
         )?;
         let settings = self.read_settings_of(&ws)?;
         let selection = match (&req.runtime, &req.inspect_script) {
-            (Some(kind), _) => self.select_runtime(&ws, Some(*kind), &settings)?,
+            (Some(kind), _) => self.select_runtime(&ws, Some(*kind), None).await?,
             (None, Some(path)) => {
                 // Read by the evidence rules, never run.
                 let files = Files::open(&self.worktree(&ws.id), None)?;
@@ -58,7 +58,8 @@ impl Service {
                         limit: MAX_SCRIPT,
                     });
                 }
-                self.select_with_inspect_script(&ws, path, &text, &settings)?
+                self.select_runtime(&ws, None, Some((path.clone(), text)))
+                    .await?
             }
             (None, None) => return Err(WsError::Internal("reprovision without a choice".into())),
         };
@@ -99,16 +100,5 @@ impl Service {
                 "machine-global state and processes do not carry over: the previous runtime's processes, daemon, containers, images and volumes are gone; setup ran again on the new runtime".into(),
             ],
         })
-    }
-
-    /// PLACEHOLDER until the selector's `select_with_script` lands: only an explicit setting.
-    fn select_with_inspect_script(
-        &self,
-        ws: &crate::workspace::model::Workspace,
-        _path: &str,
-        _text: &[u8],
-        settings: &crate::workspace::settings::Settings,
-    ) -> WsResult<crate::workspace::runtime::Selection> {
-        self.select_runtime(ws, None, settings)
     }
 }
