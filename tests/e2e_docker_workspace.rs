@@ -328,6 +328,8 @@ fn compose_workspace_lifecycle_end_to_end() {
 
     // 6: root-written files in the bind are the workspace user's after `compose down`.
     env.ok("dc", "docker compose down");
+    // The proxy runs the private-daemon profile: prune is the workspace's own business.
+    env.ok("dc", "docker container prune -f && docker image prune -f");
     let wrote = env.svc.worktree("dc").join("out/root-wrote.txt");
     wait_until(60, "chown-back of root-written bind files", || {
         std::fs::metadata(&wrote).is_ok_and(|m| m.uid() as u64 == uid)

@@ -58,6 +58,8 @@ pub struct Layout {
     pub audit_log: PathBuf,
     pub proxy_log: PathBuf,
     pub proxy_pidfile: PathBuf,
+    /// The proxy's policy file (the default policy, `private-daemon` profile).
+    pub policy: PathBuf,
     /// The workspace's `DOCKER_HOST` socket (in the workspace directory, owned by its uid).
     pub proxy_socket: PathBuf,
     /// Root-owned directory first on the PATH of workspace commands (the `sudo` shim).
@@ -81,6 +83,7 @@ impl Layout {
             audit_log: dir.join("audit.log"),
             proxy_log: dir.join("proxy.log"),
             proxy_pidfile: dir.join("proxy.pid"),
+            policy: dir.join("policy.toml"),
             proxy_socket: ws_dir.join("docker.sock"),
             shim_dir: ws_dir.join("bin"),
             cgroup_name: format!("dockwarden_ws_{uid}"),
@@ -200,6 +203,15 @@ impl DockerRuntime {
         // dockerd makes it 0660 root:root; the directory is 0700 already, this is belt and braces.
         std::fs::set_permissions(&l.daemon_socket, std::fs::Permissions::from_mode(0o600))
             .map_err(io_err(&l.daemon_socket))?;
+        let policy = proxy::policy_text().map_err(WsError::Internal);
+        if let Err(e) = policy
+            .and_then(|text| std::fs::write(&l.policy, text).map_err(|e| WsError::io(&l.policy, e)))
+        {
+            let _ = daemon.kill();
+            let _ = daemon.wait();
+            let _ = netns::release(&l.netns);
+            return Err(e);
+        }
         let mut proxy = match proxy::spawn(&self.cfg.exe, &l, &spec.worktree, spec.uid, spec.gid) {
             Ok(p) => p,
             Err(e) => {

@@ -42,7 +42,22 @@ pub fn args(layout: &Layout, worktree: &Path, uid: u32, gid: u32) -> Vec<String>
         layout.cgroup_name.clone(),
         "--daemon-config".into(),
         s(&layout.daemon_json),
+        "--policy".into(),
+        s(&layout.policy),
     ]
+}
+
+/// The embedded default policy with the `private-daemon` profile: prune and builds on user
+/// networks are the workspace's own business when the daemon is its own. Checked to parse to
+/// that profile, so a changed default policy fails here rather than running with another.
+pub fn policy_text() -> Result<String, String> {
+    use crate::policy::config::{DEFAULT_POLICY, Policy, Profile};
+    let text = DEFAULT_POLICY.replacen("profile = \"default\"", "profile = \"private-daemon\"", 1);
+    match Policy::from_toml(&text) {
+        Ok(p) if p.profile == Profile::PrivateDaemon => Ok(text),
+        Ok(_) => Err("the embedded policy has no `profile = \"default\"` line to switch".into()),
+        Err(e) => Err(format!("the private-daemon policy does not load: {e}")),
+    }
 }
 
 /// Starts the proxy; its log goes to `layout.proxy_log`, its pid to `layout.proxy_pidfile`.
@@ -95,5 +110,12 @@ mod tests {
             flag("--cgroup-name").as_deref(),
             Some("dockwarden_ws_20001")
         );
+        assert_eq!(flag("--policy"), Some(layout.policy.display().to_string()));
+    }
+
+    #[test]
+    fn the_private_daemon_policy_loads_with_that_profile() {
+        let text = policy_text().expect("loads");
+        assert!(text.contains("profile = \"private-daemon\""));
     }
 }
