@@ -302,6 +302,12 @@ fn compose_workspace_lifecycle_end_to_end() {
         env.ok("dc", "docker compose logs db")
             .contains("db-read-init")
     );
+    // Containers live in the workspace's own budgeted parent cgroup.
+    let parent = env.ok(
+        "dc",
+        "docker inspect -f '{{.HostConfig.CgroupParent}}' $(docker compose ps -q web)",
+    );
+    assert_eq!(parent.trim(), format!("/dockwarden_ws_{uid}"));
 
     // 4: the published port answers on the workspace's loopback.
     let page = env.ok(
