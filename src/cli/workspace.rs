@@ -44,6 +44,18 @@ pub struct ServeArgs {
     /// Snapshots kept per workspace; older ones are pruned (a few at a time).
     #[arg(long, default_value_t = 20)]
     pub keep_snapshots: usize,
+    /// Engine binary for docker-compose workspaces (each gets a private daemon of its own).
+    /// For an engine outside /usr/sbin, its containerd and docker-proxy are looked up next to
+    /// it first (`<prefix>/bin`, `<prefix>/sbin`), then on the system PATH (runc).
+    #[arg(long, default_value = "/usr/sbin/dockerd")]
+    pub dockerd: PathBuf,
+    /// Turn the docker-compose runtime off (creates that need it are refused).
+    #[arg(long)]
+    pub no_docker: bool,
+    /// An image archive (`docker save` output) loaded into every new private daemon before
+    /// setup (repeatable): no registry may be reachable, and each daemon starts empty.
+    #[arg(long = "preload-image-tar")]
+    pub preload_image_tar: Vec<PathBuf>,
 }
 
 /// Runs the workspace service until SIGINT or SIGTERM.
@@ -63,10 +75,16 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.tick = Duration::from_millis(args.tick_ms.max(10));
     config.baseline_stale_after = Duration::from_secs(args.baseline_stale_after);
     config.keep_snapshots = args.keep_snapshots;
+    let docker = (!args.no_docker).then(|| crate::workspace::runtime::DockerConfig {
+        dockerd: args.dockerd.clone(),
+        exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("dockwarden")),
+        preload: args.preload_image_tar.clone(),
+    });
     let opts = daemon::DaemonOptions {
         socket: args.socket,
         socket_mode,
         config,
+        docker,
     };
     daemon::run(opts, daemon::shutdown_signal())
         .await
@@ -124,6 +142,18 @@ pub enum WsCommand {
     Kill { id: String },
     /// Start a stopped workspace, restoring it if its worktree is gone.
     Connect { id: String },
+    /// Restart a workspace's processes and runtime (daemon, proxy); files and volumes stay.
+    Restart { id: String },
+    /// Replace the runtime behind the workspace; the worktree is kept byte for byte.
+    Reprovision {
+        id: String,
+        /// The new runtime.
+        #[arg(long, value_parser = parse_runtime, required_unless_present = "inspect_script", conflicts_with = "inspect_script")]
+        runtime: Option<String>,
+        /// A repository-local script read by the evidence rules (never run) to choose it.
+        #[arg(long)]
+        inspect_script: Option<String>,
+    },
     /// Show one workspace.
     Info { id: String },
     /// List workspaces, optionally those whose metadata includes every `--meta` pair.
@@ -169,6 +199,9 @@ pub struct CreateArgs {
     /// Idle timeout in seconds.
     #[arg(long)]
     pub idle_timeout: Option<u64>,
+    /// `standard` or `docker-compose` (default: the repository's settings, then its evidence).
+    #[arg(long, value_parser = parse_runtime)]
+    pub runtime: Option<String>,
 }
 
 /// `dockwarden ws files` subcommands.
@@ -207,6 +240,15 @@ pub enum FilesCommand {
         #[arg(short, long)]
         recursive: bool,
     },
+}
+
+fn parse_runtime(s: &str) -> Result<String, String> {
+    match s {
+        "standard" | "docker-compose" => Ok(s.to_string()),
+        _ => Err(format!(
+            "`{s}` is not a runtime; use `standard` or `docker-compose`"
+        )),
+    }
 }
 
 fn parse_kv(s: &str) -> Result<(String, String), String> {
@@ -251,6 +293,18 @@ async fn run_ws(args: WsArgs) -> anyhow::Result<()> {
         WsCommand::Kill { id } => long_op(&c, &id, "kill", args.json).await?,
         WsCommand::Connect { id } => long_op(&c, &id, "connect", args.json).await?,
         WsCommand::Snapshots { id } => c.snapshots(&id).await?,
+        WsCommand::Restart { id } => c.restart(&id).await?,
+        WsCommand::Reprovision {
+            id,
+            runtime,
+            inspect_script,
+        } => {
+            c.reprovision(
+                &id,
+                json!({ "runtime": runtime, "inspect_script": inspect_script }),
+            )
+            .await?
+        }
         WsCommand::Info { id } => c.info(&id).await?,
         WsCommand::List { meta } => c.list(&meta).await?,
         WsCommand::Delete { id: Some(id), .. } => c.delete(&id).await?,
@@ -270,6 +324,7 @@ async fn create(c: &Client, a: CreateArgs, as_json: bool) -> anyhow::Result<Valu
         "id": a.id, "metadata": map(&a.meta), "env": map(&a.env), "secrets": map(&a.secret),
         "repo": a.repo, "revision": a.rev, "from": a.from,
         "inherit_parent_metadata": a.inherit_metadata, "idle_timeout_secs": a.idle_timeout,
+        "runtime": a.runtime,
     });
     if as_json {
         return Ok(c.create(body).await?);

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tracing::{info, warn};
 
 use crate::workspace::error::{WsError, WsResult};
-use crate::workspace::runtime::{LocalRuntime, Runtime};
+use crate::workspace::runtime::{DockerConfig, DockerRuntime, LocalRuntime, Runtime, Runtimes};
 use crate::workspace::snapshot::LocalSnapshotStore;
 use crate::workspace::store::Store;
 use crate::workspace::{Config, Service, api};
@@ -21,10 +21,12 @@ pub struct DaemonOptions {
     pub socket: PathBuf,
     pub socket_mode: u32,
     pub config: Config,
+    /// The docker-compose runtime's engine; `None` turns that runtime off.
+    pub docker: Option<DockerConfig>,
 }
 
 /// Opens the state under `cfg.state_dir` and builds the service with the local seams.
-pub fn open_service(cfg: Config) -> WsResult<Arc<Service>> {
+pub fn open_service(cfg: Config, docker: Option<DockerConfig>) -> WsResult<Arc<Service>> {
     // Workspace users must traverse to their own worktree, but list nothing on the way.
     for dir in [cfg.state_dir.clone(), cfg.state_dir.join("workspaces")] {
         std::fs::create_dir_all(&dir).map_err(|e| WsError::io(&dir, e))?;
@@ -33,21 +35,36 @@ pub fn open_service(cfg: Config) -> WsResult<Arc<Service>> {
     }
     let store = Store::open(&cfg.state_dir.join("state.db"))?;
     let snapshots = LocalSnapshotStore::open(&cfg.state_dir.join("snapshots"))?;
-    let runtime = LocalRuntime::new();
-    if !runtime.isolates_users() {
+    let local = Arc::new(LocalRuntime::new());
+    if !local.isolates_users() {
         warn!("not running as root: workspace commands run as this user, not per-workspace uids");
     }
+    let (docker, docker_unavailable) = match docker {
+        None => (None, "it is turned off (`serve --no-docker`)".to_string()),
+        Some(d) => match DockerRuntime::new(d, local.clone()) {
+            Ok(rt) => (Some(Arc::new(rt) as Arc<dyn Runtime>), String::new()),
+            Err(why) => {
+                warn!(reason = %why, "the docker-compose runtime is unavailable");
+                (None, why)
+            }
+        },
+    };
+    let runtimes = Runtimes {
+        standard: local,
+        docker,
+        docker_unavailable,
+    };
     Ok(Arc::new(Service::new(
         cfg,
         store,
         Arc::new(snapshots),
-        Arc::new(runtime),
+        Arc::new(runtimes),
     )))
 }
 
 /// Recovers state, then serves the API until `shutdown` resolves.
 pub async fn run(opts: DaemonOptions, shutdown: impl Future<Output = ()>) -> WsResult<()> {
-    let svc = open_service(opts.config)?;
+    let svc = open_service(opts.config, opts.docker)?;
     // INVARIANT: recovery finishes before the socket accepts a request.
     svc.recover_on_start().await?;
     let listener = api::bind(&opts.socket, opts.socket_mode)?;

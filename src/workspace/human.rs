@@ -103,6 +103,27 @@ fn workspace(w: &Value, out: &mut String) {
     let _ = writeln!(out, "  metadata: {}", meta(&w["metadata"]));
     let _ = writeln!(out, "  latest snapshot: {}", s(&w["latest_snapshot"]));
     let _ = writeln!(out, "  idle timeout: {}s", w["idle_timeout_secs"]);
+    let rt = &w["runtime"];
+    if !rt.is_null() {
+        let _ = writeln!(
+            out,
+            "  runtime: {} ({})",
+            s(&rt["runtime"]),
+            s(&rt["source"])
+        );
+        for e in rt["evidence"].as_array().into_iter().flatten() {
+            let _ = writeln!(out, "    evidence: {}: {}", s(&e["file"]), s(&e["reason"]));
+        }
+    }
+    if let Some(h) = w["docker_host"].as_str() {
+        let _ = writeln!(out, "  DOCKER_HOST={h}");
+    }
+}
+
+fn notes(v: &Value, out: &mut String) {
+    for n in v["notes"].as_array().into_iter().flatten() {
+        let _ = writeln!(out, "note: {}", s(n));
+    }
 }
 
 fn created_lines(v: &Value, created: bool, out: &mut String) {
@@ -139,11 +160,34 @@ pub fn render(v: &Value) -> String {
     }
     if let Some(created) = v.get("created") {
         created_lines(v, created == true, &mut out);
+        notes(v, &mut out);
+    } else if v.get("disruptive").is_some() {
+        workspace(&v["workspace"], &mut out);
+        if let Some(p) = v.get("previous") {
+            let _ = writeln!(out, "previous runtime: {}", s(&p["runtime"]));
+        }
+        let stopped: Vec<String> = v["stopped"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(s)
+            .collect();
+        let _ = writeln!(
+            out,
+            "disruptive: stopped {}",
+            if stopped.is_empty() {
+                "nothing".into()
+            } else {
+                stopped.join(", ")
+            }
+        );
+        notes(v, &mut out);
     } else if v.get("recovery").is_some() {
         workspace(&v["workspace"], &mut out);
         if !v["recovery"].is_null() {
             recovery_lines(&v["recovery"], &mut out);
         }
+        notes(v, &mut out);
     } else if v.get("snapshot").is_some() && v.get("workspace").is_some() {
         workspace(&v["workspace"], &mut out);
         if !v["snapshot"].is_null() {

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::workspace::runtime::{RuntimeKind, Selection};
 use crate::workspace::status::Status;
 
 /// Default idle timeout, as in the sandbox SDK we follow.
@@ -27,6 +28,13 @@ pub struct Workspace {
     pub latest_snapshot: Option<String>,
     pub setup: Option<SetupOutcome>,
     pub last_recovery: Option<RecoveryReport>,
+    /// The runtime chosen for this workspace and why (absent in records made before
+    /// runtimes were selectable: those are `standard`).
+    #[serde(default = "crate::workspace::provision::standard_selection")]
+    pub runtime: Selection,
+    /// `DOCKER_HOST` of the workspace's commands (docker-compose runtime only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker_host: Option<String>,
 }
 
 impl Workspace {
@@ -52,6 +60,8 @@ pub struct CreateRequest {
     pub idle_timeout_secs: Option<u64>,
     /// Time limit for the setup script.
     pub setup_timeout_ms: Option<u64>,
+    /// `standard` or `docker-compose`; wins over the repository's settings and evidence.
+    pub runtime: Option<RuntimeKind>,
 }
 
 /// The outcome of the settings file's setup script.
@@ -71,6 +81,9 @@ pub struct Created {
     pub workspace: Workspace,
     /// False when the id already existed and that workspace is returned.
     pub created: bool,
+    /// What the caller should know (a fork's daemon starts empty, for example).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// A recorded, complete snapshot.
@@ -133,6 +146,41 @@ pub struct Killed {
 pub struct Connected {
     pub workspace: Workspace,
     pub recovery: Option<RecoveryReport>,
+    /// What did not come back by itself (containers and previews of a docker runtime).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// Answer of `restart`: always disruptive.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Restarted {
+    pub workspace: Workspace,
+    pub disruptive: bool,
+    /// Processes, containers, daemon, proxy: what was stopped and started again.
+    pub stopped: Vec<String>,
+    pub processes: u32,
+    pub notes: Vec<String>,
+}
+
+/// A `reprovision` request: a runtime, or a repository-local script read for evidence.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReprovisionRequest {
+    pub runtime: Option<RuntimeKind>,
+    /// Path, relative to the worktree, of a script read by the evidence rules (never run).
+    pub inspect_script: Option<String>,
+    pub setup_timeout_ms: Option<u64>,
+}
+
+/// Answer of `reprovision`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Reprovisioned {
+    pub workspace: Workspace,
+    /// The runtime before.
+    pub previous: Selection,
+    pub disruptive: bool,
+    pub stopped: Vec<String>,
+    pub notes: Vec<String>,
 }
 
 /// One row of `list`.

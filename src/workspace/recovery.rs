@@ -116,11 +116,7 @@ impl Service {
             match j.op.as_str() {
                 // Never acknowledged: roll back.
                 "create" => {
-                    if let Some(ws) = self.store.get(&j.workspace_id)? {
-                        self.runtime
-                            .stop(&self.run_spec(&ws, &BTreeMap::new())?)
-                            .await?;
-                    }
+                    self.tear_down_runtime(&j.workspace_id).await;
                     let _ = std::fs::remove_dir_all(self.ws_dir(&j.workspace_id));
                     self.store.tx(|tx| store::delete_ws(tx, &j.workspace_id))?;
                 }
@@ -131,8 +127,10 @@ impl Service {
             }
         }
         self.collect_garbage().await?;
+        self.sweep_unknown_dirs().await?;
         for ws in self.store.list()? {
             self.clear_debris(&ws.id);
+            self.recover_runtime(&ws).await;
             if ws.status.is_live() && !self.worktree_valid(&ws) {
                 let live = self.live(&ws.id);
                 let _op = live.op.lock().await;
@@ -151,14 +149,50 @@ impl Service {
         let Some(mut ws) = self.store.get(id)? else {
             return self.store.end(seq);
         };
-        self.runtime
-            .stop(&self.run_spec(&ws, &BTreeMap::new())?)
-            .await?;
+        let spec = self.run_spec(&ws, &BTreeMap::new())?;
+        self.runtime.stop(&spec).await?;
+        self.runtime.down(&spec).await?;
         ws.status = Status::Stopped;
         self.store.tx(|tx| {
             store::put_ws(tx, &ws)?;
             store::end_in(tx, seq)
         })
+    }
+
+    /// A workspace directory without a record (a delete or create cut short before the
+    /// journal knew it): whatever runtime it holds is stopped and the directory removed.
+    async fn sweep_unknown_dirs(&self) -> WsResult<()> {
+        let known: std::collections::HashSet<String> =
+            self.store.list()?.into_iter().map(|w| w.id).collect();
+        let Ok(rd) = std::fs::read_dir(self.cfg.state_dir.join("workspaces")) else {
+            return Ok(());
+        };
+        for ent in rd.flatten() {
+            let name = ent.file_name().to_string_lossy().into_owned();
+            if !known.contains(&name) {
+                warn!(workspace.id = %name, "removing the directory of a workspace with no record");
+                crate::workspace::runtime::docker::sweep(&ent.path()).await;
+                let _ = std::fs::remove_dir_all(ent.path());
+            }
+        }
+        Ok(())
+    }
+
+    /// After a service crash the daemons and proxies of the last process may still run:
+    /// they are stopped (never two on one data root), then live docker workspaces get theirs
+    /// started again; stopped ones stay down.
+    async fn recover_runtime(&self, ws: &Workspace) {
+        let Ok(spec) = self.run_spec(ws, &BTreeMap::new()) else {
+            return;
+        };
+        if let Err(e) = self.runtime.down(&spec).await {
+            warn!(workspace.id = %ws.id, error = %e, "stopping a runtime left by the last service failed");
+        }
+        if ws.status.is_live()
+            && let Err(e) = self.runtime.up(&spec).await
+        {
+            warn!(workspace.id = %ws.id, error = %e, "restarting the runtime failed");
+        }
     }
 
     fn clear_debris(&self, id: &str) {

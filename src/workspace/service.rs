@@ -175,6 +175,9 @@ impl Service {
             worktree: self.worktree(&ws.id),
             home: self.home(&ws.id),
             env,
+            ws_dir: self.ws_dir(&ws.id),
+            kind: ws.runtime.runtime,
+            netns: None,
         })
     }
 

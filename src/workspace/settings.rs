@@ -3,6 +3,7 @@
 use serde::Deserialize;
 
 use crate::workspace::error::{WsError, WsResult};
+use crate::workspace::runtime::RuntimeKind;
 
 /// Path of the settings file inside the worktree.
 pub const SETTINGS_PATH: &str = ".dockwarden/settings.json";
@@ -44,6 +45,8 @@ pub struct Settings {
     pub setup_timeout_secs: Option<u64>,
     /// Idle timeout for workspaces of this repository, unless the caller sets one.
     pub idle_timeout_secs: Option<u64>,
+    /// `standard` or `docker-compose`: wins over evidence (the create request wins over it).
+    pub runtime: Option<RuntimeKind>,
 }
 
 impl Settings {
@@ -67,5 +70,8 @@ mod tests {
         );
         assert_eq!(s.scripts.run.map(|x| x.to_shell()).as_deref(), Some("c"));
         assert!(Settings::parse(br#"{"scripts":{"setpu":"x"}}"#).is_err());
+        let d = Settings::parse(br#"{"runtime":"docker-compose"}"#).expect("valid");
+        assert_eq!(d.runtime, Some(RuntimeKind::DockerCompose));
+        assert!(Settings::parse(br#"{"runtime":"docker"}"#).is_err());
     }
 }

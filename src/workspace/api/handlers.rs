@@ -12,7 +12,7 @@ use super::routes::{Route, route};
 use super::stream::ndjson;
 use super::{body, files_api, query};
 use crate::workspace::error::{WsError, WsResult};
-use crate::workspace::model::{CreateRequest, ExecRequest};
+use crate::workspace::model::{CreateRequest, ExecRequest, ReprovisionRequest};
 use crate::workspace::runtime::{Chunk, Stream};
 use crate::workspace::service::{ProgressSink, Service};
 
@@ -46,6 +46,14 @@ pub async fn handle(svc: Arc<Service>, req: Request<Incoming>) -> Response<Body>
         Route::Snapshot(id) => long_op(svc.clone(), "snapshot", id, streaming).await,
         Route::Kill(id) => long_op(svc.clone(), "kill", id, streaming).await,
         Route::Connect(id) => long_op(svc.clone(), "connect", id, streaming).await,
+        Route::Restart(id) => svc.restart(&id).await.map(|r| json(StatusCode::OK, &r)),
+        Route::Reprovision(id) => match body::json::<ReprovisionRequest>(incoming).await {
+            Ok(req) => svc
+                .reprovision(&id, req)
+                .await
+                .map(|r| json(StatusCode::OK, &r)),
+            Err(e) => Err(e),
+        },
         Route::Files(id, op) => files_api::handle(&svc, &id, op, &q, incoming).await,
         Route::WrongMethod => Err(WsError::Invalid(format!(
             "method `{}` is not allowed here",

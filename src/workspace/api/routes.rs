@@ -30,6 +30,8 @@ pub enum Route {
     Snapshots(String),
     Kill(String),
     Connect(String),
+    Restart(String),
+    Reprovision(String),
     Files(String, FilesRoute),
     WrongMethod,
     Unknown,
@@ -75,10 +77,16 @@ pub fn route(method: &Method, path: &str) -> Route {
                 ("snapshots", Method::GET) => Route::Snapshots(id),
                 ("kill", Method::POST) => Route::Kill(id),
                 ("connect", Method::POST) => Route::Connect(id),
+                ("restart", Method::POST) => Route::Restart(id),
+                ("reprovision", Method::POST) => Route::Reprovision(id),
                 ("files", m) => files(&m, "")
                     .map(|f| Route::Files(id, f))
                     .unwrap_or(Route::WrongMethod),
-                ("exec" | "snapshot" | "snapshots" | "kill" | "connect", _) => Route::WrongMethod,
+                (
+                    "exec" | "snapshot" | "snapshots" | "kill" | "connect" | "restart"
+                    | "reprovision",
+                    _,
+                ) => Route::WrongMethod,
                 _ => Route::Unknown,
             }
         }
@@ -116,5 +124,17 @@ mod tests {
             Route::WrongMethod
         );
         assert_eq!(route(&Method::GET, "/v2/anything"), Route::Unknown);
+        assert_eq!(
+            route(&Method::POST, "/v1/workspaces/a/restart"),
+            Route::Restart("a".into())
+        );
+        assert_eq!(
+            route(&Method::POST, "/v1/workspaces/a/reprovision"),
+            Route::Reprovision("a".into())
+        );
+        assert_eq!(
+            route(&Method::GET, "/v1/workspaces/a/reprovision"),
+            Route::WrongMethod
+        );
     }
 }

@@ -134,6 +134,20 @@ impl Client {
         self.stream(Method::POST, &path, None, on_progress).await
     }
 
+    pub async fn restart(&self, id: &str) -> R<Value> {
+        self.json(Method::POST, &format!("{}/restart", ws_path(id)), None)
+            .await
+    }
+
+    pub async fn reprovision(&self, id: &str, body: Value) -> R<Value> {
+        self.json(
+            Method::POST,
+            &format!("{}/reprovision", ws_path(id)),
+            Some(body),
+        )
+        .await
+    }
+
     pub async fn read_file(&self, id: &str, path: &str) -> R<Vec<u8>> {
         let url = format!("{}/files/content?path={}", ws_path(id), enc(path));
         self.raw(Method::GET, &url, Vec::new(), "").await

@@ -83,10 +83,12 @@ impl LocalRuntime {
         sink: Option<mpsc::Sender<Chunk>>,
     ) -> WsResult<ExecResult> {
         let started = Instant::now();
-        let mut child = self
-            .command(spec, command)
-            .spawn()
-            .map_err(|e| WsError::io(&spec.worktree, e))?;
+        let mut cmd = self.command(spec, command);
+        let spawned = match &spec.netns {
+            Some(ns) => super::docker::netns::spawn_in(ns, || cmd.spawn()),
+            None => cmd.spawn(),
+        };
+        let mut child = spawned.map_err(|e| WsError::io(&spec.worktree, e))?;
         let pgid = child.id().map(|p| p as i32).unwrap_or(0);
         self.track(&spec.workspace_id, pgid, true);
         let out = Arc::new(Mutex::new(Vec::new()));

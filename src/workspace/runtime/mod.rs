@@ -1,8 +1,12 @@
 //! The `Runtime` seam: where a workspace's commands run.
 //!
-//! `LocalRuntime` runs them as real processes on this machine. A later runtime can run them
-//! in a container with a private dockerd, or on another host, behind the same trait.
+//! `LocalRuntime` runs them as real processes on this machine (the `standard` runtime).
+//! `DockerRuntime` (`docker-compose`) runs them the same way inside a network namespace of
+//! the workspace's own, with a private dockerd behind a dockwarden proxy as `DOCKER_HOST`.
+//! `Runtimes` dispatches on the workspace's selected kind, so the verbs see one runtime.
 
+mod dispatch;
+pub mod docker;
 mod local;
 mod procs;
 pub mod select;
@@ -13,7 +17,10 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::Duration;
 
+pub use dispatch::Runtimes;
+pub use docker::{DockerConfig, DockerRuntime};
 pub use local::LocalRuntime;
+pub use select::{Evidence, RuntimeKind, Selection, Source};
 use tokio::sync::mpsc;
 
 use crate::workspace::error::WsResult;
@@ -32,6 +39,12 @@ pub struct RunSpec {
     pub home: PathBuf,
     /// Workspace env, secrets and per-call env, already merged.
     pub env: BTreeMap<String, String>,
+    /// The workspace's own directory (worktree, home and runtime state live beneath it).
+    pub ws_dir: PathBuf,
+    /// Which runtime the workspace uses.
+    pub kind: RuntimeKind,
+    /// Network namespace to run commands in (set by `DockerRuntime`).
+    pub netns: Option<PathBuf>,
 }
 
 /// Which stream a chunk of output came from.
@@ -65,4 +78,26 @@ pub trait Runtime: Send + Sync {
 
     /// Whether commands run under the workspace's own uid (false when not root).
     fn isolates_users(&self) -> bool;
+
+    /// Brings the workspace's environment up (namespace, daemon, proxy) and waits until it
+    /// answers; idempotent. Nothing to do for processes on this machine.
+    fn up<'a>(&'a self, _spec: &'a RunSpec) -> BoxFut<'a, WsResult<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Stops the environment (containers, daemon, proxy, namespace), keeping its data.
+    /// Returns what was stopped, for the caller's report.
+    fn down<'a>(&'a self, _spec: &'a RunSpec) -> BoxFut<'a, WsResult<Vec<String>>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// Removes everything the environment keeps for the workspace (after `down`).
+    fn destroy<'a>(&'a self, _spec: &'a RunSpec) -> BoxFut<'a, WsResult<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Whether the environment of this workspace is up (always true without one).
+    fn is_up(&self, _spec: &RunSpec) -> bool {
+        true
+    }
 }

@@ -1,5 +1,5 @@
 //! `connect`: start a workspace again, restoring its worktree from the latest snapshot if
-//! the worktree is gone or invalid.
+//! the worktree is gone or invalid, and bringing its runtime (daemon, proxy) back up.
 
 use tracing::info;
 
@@ -19,6 +19,18 @@ impl Service {
         let mut ws = self.store.require(id)?;
         Self::guard(&ws, ws.status.can_connect(), "connect", "")?;
         let seq = self.store.begin(id, "connect")?;
+        let mut notes = Vec::new();
+        let spec = self.run_spec(&ws, &std::collections::BTreeMap::new())?;
+        if !self.runtime.is_up(&spec) {
+            // Same data root, so images and named volumes are back; containers are not.
+            if let Err(e) = self.runtime.up(&spec).await {
+                self.store.end(seq)?;
+                return Err(e);
+            }
+            if ws.runtime.runtime == crate::workspace::runtime::RuntimeKind::DockerCompose {
+                notes.push(crate::workspace::provision::RESTART_NOTE.to_string());
+            }
+        }
         let recovery = if self.worktree_valid(&ws) {
             None
         } else {
@@ -52,6 +64,7 @@ impl Service {
         Ok(Connected {
             workspace: ws,
             recovery,
+            notes,
         })
     }
 }

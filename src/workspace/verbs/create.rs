@@ -10,12 +10,13 @@ use crate::workspace::files::Files;
 use crate::workspace::model::{
     CreateRequest, Created, SetupOutcome, Workspace, now_ms, random_hex, valid_id,
 };
+use crate::workspace::runtime::{RuntimeKind, Selection};
 use crate::workspace::service::{ProgressSink, Service, no_progress};
 use crate::workspace::settings::{SETTINGS_PATH, Settings};
 use crate::workspace::status::Status;
 use crate::workspace::{store, worktree};
 
-const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(1800);
+pub(crate) const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(1800);
 
 fn valid_env_name(k: &str) -> bool {
     !k.is_empty()
@@ -77,6 +78,7 @@ impl Service {
             return Ok(Created {
                 workspace,
                 created: false,
+                notes: Vec::new(),
             });
         }
         let ws = self.new_record(&req)?;
@@ -91,12 +93,14 @@ impl Service {
         let result = self.build(ws, &req, seq, progress).await;
         drop(op);
         match result {
-            Ok(workspace) => Ok(Created {
+            Ok((workspace, notes)) => Ok(Created {
                 workspace,
                 created: true,
+                notes,
             }),
             Err((id, e)) => {
                 warn!(workspace.id = %id, error = %e, "create failed; removing");
+                self.tear_down_runtime(&id).await;
                 let _ = std::fs::remove_dir_all(self.ws_dir(&id));
                 self.store.tx(|tx| store::delete_ws(tx, &id))?;
                 self.forget(&id);
@@ -137,6 +141,8 @@ impl Service {
             latest_snapshot: None,
             setup: None,
             last_recovery: None,
+            runtime: crate::workspace::provision::standard_selection(),
+            docker_host: None,
         })
     }
 
@@ -147,13 +153,33 @@ impl Service {
         req: &CreateRequest,
         seq: i64,
         progress: ProgressSink,
-    ) -> Result<Workspace, (String, WsError)> {
+    ) -> Result<(Workspace, Vec<String>), (String, WsError)> {
         let id = ws.id.clone();
         let fail = |e| (id.clone(), e);
         self.materialise(&ws, req, progress).await.map_err(fail)?;
         let settings = self.read_settings_of(&ws).map_err(fail)?;
         if let (None, Some(t)) = (req.idle_timeout_secs, settings.idle_timeout_secs) {
             ws.idle_timeout_secs = t;
+        }
+        let mut notes = Vec::new();
+        // A fork keeps its parent's runtime unless the caller names one.
+        let inherited = match (&req.from, req.runtime) {
+            (Some(from), None) => self.parent_selection(from).map_err(fail)?,
+            _ => None,
+        };
+        ws.runtime = match inherited {
+            Some(sel) => sel,
+            None => self
+                .select_runtime(&ws, req.runtime, None)
+                .await
+                .map_err(fail)?,
+        };
+        self.provision_runtime(&mut ws).await.map_err(fail)?;
+        if req.from.is_some() && ws.runtime.runtime == RuntimeKind::DockerCompose {
+            notes.push(
+                "the fork has a fresh Docker daemon (empty but for the service's preload images): images, containers and volumes of the parent were not carried over"
+                    .into(),
+            );
         }
         if req.from.is_none() {
             let timeout = req
@@ -181,7 +207,15 @@ impl Service {
             Err(e) => warn!(workspace.id = %ws.id, error = %e, "baseline snapshot failed"),
         }
         self.start_run_script(&ws);
-        Ok(ws)
+        Ok((ws, notes))
+    }
+
+    /// The selection of the workspace that took snapshot `from`, if it still exists.
+    fn parent_selection(&self, from: &str) -> WsResult<Option<Selection>> {
+        let Some((snap, _)) = self.store.snapshot(from)? else {
+            return Ok(None);
+        };
+        Ok(self.store.get(&snap.workspace_id)?.map(|p| p.runtime))
     }
 
     async fn materialise(
@@ -225,7 +259,7 @@ impl Service {
         }
     }
 
-    async fn run_setup(
+    pub(crate) async fn run_setup(
         &self,
         ws: &Workspace,
         settings: &Settings,

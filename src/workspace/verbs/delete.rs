@@ -43,7 +43,14 @@ impl Service {
     /// The act-and-persist half of delete; also rolls an interrupted delete forward.
     pub(crate) async fn finish_delete(&self, id: &str) -> WsResult<()> {
         let _stopped_gate = match self.store.get(id)? {
-            Some(ws) => Some(self.stop_all(&ws).await?.0),
+            Some(ws) => {
+                let gate = self.stop_all(&ws).await?.0;
+                // Containers, data root, pins, cgroups, namespace and sockets.
+                self.runtime
+                    .destroy(&self.run_spec(&ws, &BTreeMap::new())?)
+                    .await?;
+                Some(gate)
+            }
             None => None,
         };
         let dir = self.ws_dir(id);

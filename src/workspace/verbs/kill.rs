@@ -1,4 +1,5 @@
-//! `kill`: run the archive script, stop every process, snapshot, and mark stopped.
+//! `kill`: run the archive script, stop every process, snapshot, stop the runtime's
+//! containers, daemon, proxy and namespace (its data stays), and mark stopped.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -45,6 +46,14 @@ impl Service {
             warn!(workspace.id = %id, "worktree invalid at kill; keeping the last good snapshot");
             None
         };
+        // Containers, then the daemon and the proxy, then the namespace; the data stays.
+        let down = self
+            .runtime
+            .down(&self.run_spec(&ws, &BTreeMap::new())?)
+            .await;
+        if let Err(e) = &down {
+            warn!(workspace.id = %id, error = %e, "stopping the runtime failed");
+        }
         ws = self.store.require(id)?;
         ws.status = Status::Stopped;
         self.store.tx(|tx| {

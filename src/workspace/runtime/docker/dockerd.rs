@@ -1,0 +1,250 @@
+//! The workspace's private dockerd: its generated `daemon.json`, start in the workspace's
+//! network namespace, readiness, and stop. Data root, exec root, pidfile and socket are the
+//! workspace's own; dockerd starts and manages its own containerd.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{Layout, netns};
+use crate::policy::facts::HostRoute;
+
+/// Address space the workspaces' daemons take their networks from: 2048 slots of /20.
+const POOL_BASE: u32 = u32::from_be_bytes([10, 128, 0, 0]);
+const SLOTS: u32 = 2048;
+const SLOT_BITS: u32 = 12;
+
+/// The networks of one daemon: the default bridge and the pool compose networks come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Addresses {
+    /// `bip`: the default bridge's gateway address with its prefix (`10.128.16.1/24`).
+    pub bip: String,
+    /// The `/20` this daemon allocates user networks from (in `/24`s).
+    pub pool: String,
+}
+
+fn overlaps(a: u32, a_len: u32, b: u32, b_len: u32) -> bool {
+    let len = a_len.min(b_len);
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    a & mask == b & mask
+}
+
+/// Pure: the address slot of the workspace with `uid`, moved past any slot that overlaps a
+/// host route (the default route aside). Distinct uids below 2048 apart get distinct slots.
+pub fn addresses(uid: u32, host_routes: &[HostRoute]) -> Addresses {
+    let mut slot = uid % SLOTS;
+    for _ in 0..SLOTS {
+        let net = POOL_BASE + (slot << SLOT_BITS);
+        let clash = host_routes.iter().any(|r| {
+            r.prefix > 0
+                && overlaps(
+                    net,
+                    32 - SLOT_BITS,
+                    u32::from(r.network),
+                    u32::from(r.prefix),
+                )
+        });
+        if !clash {
+            break;
+        }
+        slot = (slot + 1) % SLOTS;
+    }
+    let net = POOL_BASE + (slot << SLOT_BITS);
+    // The bridge takes the last /24 of the slot; the pool hands out the first fifteen.
+    let bridge = net + (15 << 8);
+    Addresses {
+        bip: format!("{}/24", Ipv4Addr::from(bridge + 1)),
+        pool: format!("{}/20", Ipv4Addr::from(net)),
+    }
+}
+
+/// Pure: the generated `daemon.json`.
+pub fn config(layout: &Layout, addrs: &Addresses) -> serde_json::Value {
+    json!({
+        "data-root": layout.data_root,
+        "exec-root": layout.exec_root,
+        "pidfile": layout.pidfile,
+        "hosts": [format!("unix://{}", layout.daemon_socket.display())],
+        "group": "root",
+        "bip": addrs.bip,
+        "default-address-pools": [{ "base": addrs.pool, "size": 24 }],
+        "log-driver": "json-file",
+        "log-opts": { "max-size": "10m", "max-file": "3" },
+        "builder": { "entitlements": { "network-host": false, "security-insecure": false } },
+        "live-restore": false,
+        "shutdown-timeout": 5,
+        "userland-proxy": true,
+    })
+}
+
+/// PATH for dockerd: its own directory first (containerd, docker-proxy, runc next to it,
+/// as in the `/opt/docker26` layout), then the system's.
+pub fn path_for(dockerd: &Path) -> String {
+    let mut dirs: Vec<String> = Vec::new();
+    if let Some(sbin) = dockerd.parent() {
+        if let Some(prefix) = sbin.parent() {
+            dirs.push(prefix.join("bin").display().to_string());
+        }
+        dirs.push(sbin.display().to_string());
+    }
+    for d in [
+        "/usr/local/sbin",
+        "/usr/local/bin",
+        "/usr/sbin",
+        "/usr/bin",
+        "/sbin",
+        "/bin",
+    ] {
+        if !dirs.iter().any(|x| x == d) {
+            dirs.push(d.to_string());
+        }
+    }
+    dirs.join(":")
+}
+
+/// Starts dockerd in the namespace; its output goes to `layout.dockerd_log`.
+pub fn spawn(dockerd: &Path, layout: &Layout) -> std::io::Result<std::process::Child> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&layout.dockerd_log)?;
+    let err = log.try_clone()?;
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(dockerd);
+    cmd.arg("--config-file")
+        .arg(&layout.daemon_json)
+        .env_clear()
+        .env("PATH", path_for(dockerd))
+        .env("HOME", "/root")
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(err)
+        // Its own group: a terminal's ^C to the service does not reach the daemon.
+        .process_group(0);
+    netns::spawn_in(&layout.netns, || cmd.spawn())
+}
+
+/// Reads a pid file and checks that the process is still `exe_name` (pids get reused).
+pub fn live_pid(pidfile: &Path, exe_name: &str) -> Option<i32> {
+    use std::os::unix::ffi::OsStrExt;
+    let pid: i32 = std::fs::read_to_string(pidfile).ok()?.trim().parse().ok()?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+    let name = Path::new(std::ffi::OsStr::from_bytes(argv0));
+    (alive(pid)
+        && name
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy() == exe_name))
+    .then_some(pid)
+}
+
+/// SIGTERMs `pid`, waits up to `grace`, then SIGKILLs; returns once it is gone.
+pub async fn terminate(pid: i32, grace: Duration) {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let p = Pid::from_raw(pid);
+    if kill(p, Signal::SIGTERM).is_err() {
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + grace;
+    while tokio::time::Instant::now() < deadline {
+        if !alive(pid) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = kill(p, Signal::SIGKILL);
+    for _ in 0..250 {
+        if !alive(pid) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Alive and not a zombie.
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// Pids whose cmdline mentions `needle` (used to find a containerd or shim left behind).
+pub fn pids_mentioning(needle: &Path) -> Vec<i32> {
+    let needle = needle.as_os_str().as_encoded_bytes();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.windows(needle.len()).any(|w| w == needle))
+        })
+        .collect()
+}
+
+/// Mount points at or beneath `dir` (deepest first), from `/proc/self/mountinfo`.
+pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let prefix = dir.display().to_string();
+    let mut out: Vec<PathBuf> = text
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(unescape)
+        .filter(|m| m == &prefix || m.starts_with(&format!("{prefix}/")))
+        .map(PathBuf::from)
+        .collect();
+    out.sort_by_key(|p| std::cmp::Reverse(p.as_os_str().len()));
+    out.dedup();
+    out
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_distinct_and_skip_host_routes() {
+        let a = addresses(20000, &[]);
+        let b = addresses(20001, &[]);
+        assert_ne!(a, b);
+        assert!(a.bip.ends_with(".1/24"));
+        let clash: Vec<HostRoute> = vec![HostRoute {
+            network: "10.128.0.0".parse().expect("ip"),
+            prefix: 9,
+            iface: "eth1".into(),
+        }];
+        // Every slot overlaps a /9 route over the whole space: the last candidate is kept.
+        let _ = addresses(1, &clash);
+        let narrow = vec![HostRoute {
+            network: Ipv4Addr::from(POOL_BASE + ((20000 % SLOTS) << SLOT_BITS)),
+            prefix: 24,
+            iface: "eth1".into(),
+        }];
+        let moved = addresses(20000, &narrow);
+        assert_ne!(moved, a, "the clashing slot is skipped");
+        assert_eq!(moved, addresses(20001, &[]));
+    }
+
+    #[test]
+    fn path_puts_the_engine_directory_first() {
+        let p = path_for(Path::new("/opt/docker26/usr/sbin/dockerd"));
+        assert!(p.starts_with("/opt/docker26/usr/bin:/opt/docker26/usr/sbin:"));
+        assert!(p.contains(":/usr/sbin:"));
+    }
+}

@@ -1,0 +1,521 @@
+//! `DockerRuntime`, the `docker-compose` runtime: per workspace, a network namespace of its
+//! own (`netns`), a private dockerd in it (`dockerd`) with a root-only socket, and a
+//! dockwarden proxy in front (`proxy`) whose socket, owned by the workspace uid, is
+//! `DOCKER_HOST` for every command. Commands run as the workspace uid inside the namespace,
+//! through the same process code as the standard runtime.
+//!
+//! INVARIANT: the daemon socket lives in a root-only (0700) directory and is itself 0600;
+//! only the proxy socket is reachable by the workspace uid.
+//! INVARIANT: `up` returns only once the daemon and the proxy both answer `/_ping`.
+
+pub mod api;
+pub mod dockerd;
+pub mod netns;
+pub mod proxy;
+
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use super::{BoxFut, Chunk, LocalRuntime, RunSpec, Runtime};
+use crate::workspace::error::{WsError, WsResult};
+use crate::workspace::model::ExecResult;
+
+/// How long dockerd and the proxy get to answer `/_ping` after start.
+const READY_WITHIN: Duration = Duration::from_secs(60);
+/// Seconds a container gets to stop before it is killed.
+const STOP_SECS: u32 = 3;
+
+/// What `serve` configures for the docker-compose runtime.
+#[derive(Debug, Clone)]
+pub struct DockerConfig {
+    /// The engine binary (`/usr/sbin/dockerd`, `/opt/docker26/usr/sbin/dockerd`).
+    pub dockerd: PathBuf,
+    /// The dockwarden binary, run as `dockwarden proxy`.
+    pub exe: PathBuf,
+    /// Image archives (`docker save` output) loaded into every new daemon before setup.
+    pub preload: Vec<PathBuf>,
+}
+
+/// Where one workspace's runtime keeps its state.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// Root-only directory holding everything below except the proxy socket and the shim.
+    pub dir: PathBuf,
+    pub data_root: PathBuf,
+    pub exec_root: PathBuf,
+    pub pidfile: PathBuf,
+    pub daemon_socket: PathBuf,
+    pub daemon_json: PathBuf,
+    pub dockerd_log: PathBuf,
+    pub netns: PathBuf,
+    pub pin_dir: PathBuf,
+    pub audit_log: PathBuf,
+    pub proxy_log: PathBuf,
+    pub proxy_pidfile: PathBuf,
+    /// The proxy's policy file (the default policy, `private-daemon` profile).
+    pub policy: PathBuf,
+    /// The workspace's `DOCKER_HOST` socket (in the workspace directory, owned by its uid).
+    pub proxy_socket: PathBuf,
+    /// Root-owned directory first on the PATH of workspace commands (the `sudo` shim).
+    pub shim_dir: PathBuf,
+    /// Parent cgroup of the workspace's containers.
+    pub cgroup_name: String,
+}
+
+impl Layout {
+    pub fn new(ws_dir: &Path, uid: u32) -> Layout {
+        let dir = ws_dir.join("docker");
+        Layout {
+            data_root: dir.join("data"),
+            exec_root: dir.join("exec"),
+            pidfile: dir.join("docker.pid"),
+            daemon_socket: dir.join("docker.sock"),
+            daemon_json: dir.join("daemon.json"),
+            dockerd_log: dir.join("dockerd.log"),
+            netns: dir.join("netns"),
+            pin_dir: dir.join("pins"),
+            audit_log: dir.join("audit.log"),
+            proxy_log: dir.join("proxy.log"),
+            proxy_pidfile: dir.join("proxy.pid"),
+            policy: dir.join("policy.toml"),
+            proxy_socket: ws_dir.join("docker.sock"),
+            shim_dir: ws_dir.join("bin"),
+            cgroup_name: format!("dockwarden_ws_{uid}"),
+            dir,
+        }
+    }
+
+    /// `DOCKER_HOST` for the workspace's commands.
+    pub fn docker_host(&self) -> String {
+        format!("unix://{}", self.proxy_socket.display())
+    }
+}
+
+/// The text of the `sudo` shim.
+pub const SUDO_SHIM: &str = "#!/bin/sh\n\
+echo \"sudo: not available in this workspace: commands run as the unprivileged workspace user.\" >&2\n\
+echo \"Install tools in repository-local or user-writable directories (e.g. ./node_modules/.bin, ~/.local/bin, a virtualenv); run services in containers through \\$DOCKER_HOST.\" >&2\n\
+exit 1\n";
+
+/// The PATH of workspace commands: the shim directory first.
+fn command_path(layout: &Layout) -> String {
+    format!(
+        "{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        layout.shim_dir.display()
+    )
+}
+
+struct Instance {
+    dockerd: std::process::Child,
+    proxy: std::process::Child,
+}
+
+/// The docker-compose runtime.
+pub struct DockerRuntime {
+    cfg: DockerConfig,
+    local: Arc<LocalRuntime>,
+    instances: Mutex<HashMap<String, Instance>>,
+}
+
+fn io_err(path: &Path) -> impl Fn(std::io::Error) -> WsError + '_ {
+    move |e| WsError::io(path, e)
+}
+
+impl DockerRuntime {
+    /// Checks that the engine binary exists; the runtime needs root.
+    pub fn new(cfg: DockerConfig, local: Arc<LocalRuntime>) -> Result<DockerRuntime, String> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err("the service is not running as root".into());
+        }
+        if !cfg.dockerd.is_file() {
+            return Err(format!("no dockerd at `{}`", cfg.dockerd.display()));
+        }
+        Ok(DockerRuntime {
+            cfg,
+            local,
+            instances: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn layout(spec: &RunSpec) -> Layout {
+        Layout::new(&spec.ws_dir, spec.uid)
+    }
+
+    fn take(&self, id: &str) -> Option<Instance> {
+        self.instances.lock().ok().and_then(|mut m| m.remove(id))
+    }
+
+    async fn start(&self, spec: &RunSpec) -> WsResult<()> {
+        let l = Self::layout(spec);
+        let t0 = std::time::Instant::now();
+        for d in [&l.dir, &l.data_root, &l.exec_root] {
+            std::fs::create_dir_all(d).map_err(io_err(d))?;
+        }
+        std::fs::set_permissions(&l.dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(io_err(&l.dir))?;
+        write_shim(&l)?;
+        // Read back by `sweep` when the record is gone.
+        let cg = l.dir.join("cgroup");
+        std::fs::write(&cg, &l.cgroup_name).map_err(io_err(&cg))?;
+        // Anything left from an earlier service (a crash): never two daemons on one root.
+        clear_leftovers(&l).await;
+        // A daemon that never ran on this data root gets the preload images.
+        let fresh = !l.data_root.join("image").exists();
+        netns::create(&l.netns).map_err(io_err(&l.netns))?;
+        let routes = crate::hostnet::routes().unwrap_or_default();
+        let conf = dockerd::config(&l, &dockerd::addresses(spec.uid, &routes));
+        std::fs::write(&l.daemon_json, conf.to_string()).map_err(io_err(&l.daemon_json))?;
+        let mut daemon =
+            dockerd::spawn(&self.cfg.dockerd, &l).map_err(io_err(&self.cfg.dockerd))?;
+        let ready = api::wait_ping(&l.daemon_socket, READY_WITHIN, || {
+            matches!(daemon.try_wait(), Ok(None))
+        })
+        .await;
+        if !ready {
+            let _ = daemon.kill();
+            let _ = daemon.wait();
+            let _ = netns::release(&l.netns);
+            return Err(WsError::Internal(format!(
+                "the workspace's dockerd did not become ready; see `{}`",
+                l.dockerd_log.display()
+            )));
+        }
+        let daemon_ms = t0.elapsed().as_millis();
+        if fresh {
+            for tar in &self.cfg.preload {
+                if let Err(e) = api::load_image(&l.daemon_socket, tar).await {
+                    let _ = daemon.kill();
+                    let _ = daemon.wait();
+                    let _ = netns::release(&l.netns);
+                    return Err(WsError::Internal(format!(
+                        "preloading `{}` into the workspace's daemon: {e}",
+                        tar.display()
+                    )));
+                }
+            }
+        }
+        // dockerd makes it 0660 root:root; the directory is 0700 already, this is belt and braces.
+        std::fs::set_permissions(&l.daemon_socket, std::fs::Permissions::from_mode(0o600))
+            .map_err(io_err(&l.daemon_socket))?;
+        let policy = proxy::policy_text().map_err(WsError::Internal);
+        if let Err(e) = policy
+            .and_then(|text| std::fs::write(&l.policy, text).map_err(|e| WsError::io(&l.policy, e)))
+        {
+            let _ = daemon.kill();
+            let _ = daemon.wait();
+            let _ = netns::release(&l.netns);
+            return Err(e);
+        }
+        let mut proxy = match proxy::spawn(&self.cfg.exe, &l, &spec.worktree, spec.uid, spec.gid) {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = daemon.kill();
+                let _ = daemon.wait();
+                return Err(WsError::io(&self.cfg.exe, e));
+            }
+        };
+        let ready = api::wait_ping(&l.proxy_socket, READY_WITHIN, || {
+            matches!(proxy.try_wait(), Ok(None))
+        })
+        .await;
+        if !ready {
+            let _ = proxy.kill();
+            let _ = proxy.wait();
+            stop_daemon(&l, Some(daemon)).await;
+            let _ = netns::release(&l.netns);
+            return Err(WsError::Internal(format!(
+                "the workspace's dockwarden proxy did not become ready; see `{}`",
+                l.proxy_log.display()
+            )));
+        }
+        info!(workspace.id = %spec.workspace_id, docker_host = %l.docker_host(), up.daemon_ms = daemon_ms, up.total_ms = t0.elapsed().as_millis(), "docker runtime up");
+        if let Ok(mut m) = self.instances.lock() {
+            m.insert(
+                spec.workspace_id.clone(),
+                Instance {
+                    dockerd: daemon,
+                    proxy,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    async fn stop_env(&self, spec: &RunSpec) -> WsResult<Vec<String>> {
+        let l = Self::layout(spec);
+        let inst = self.take(&spec.workspace_id);
+        let mut stopped = Vec::new();
+        if api::ping(&l.daemon_socket).await {
+            let containers = api::containers(&l.daemon_socket).await.unwrap_or_default();
+            let running: Vec<_> = containers.into_iter().filter(|c| c.2).collect();
+            let calls = running.iter().map(|(id, _, _)| {
+                let path = format!("/containers/{id}/stop?t={STOP_SECS}");
+                let sock = l.daemon_socket.clone();
+                async move {
+                    api::call(
+                        &sock,
+                        "POST",
+                        &path,
+                        Duration::from_secs(u64::from(STOP_SECS) + 30),
+                    )
+                    .await
+                }
+            });
+            for r in futures_join(calls).await {
+                if let Err(e) = r {
+                    warn!(workspace.id = %spec.workspace_id, error = %e, "stopping a container");
+                }
+            }
+            stopped.extend(
+                running
+                    .into_iter()
+                    .map(|(_, name, _)| format!("container {name}")),
+            );
+        }
+        let (daemon, proxy) = match inst {
+            Some(i) => (Some(i.dockerd), Some(i.proxy)),
+            None => (None, None),
+        };
+        if stop_proxy(&l, proxy).await {
+            stopped.push("dockwarden proxy".into());
+        }
+        if stop_daemon(&l, daemon).await {
+            stopped.push("dockerd".into());
+        }
+        if netns::exists(&l.netns) {
+            stopped.push("network namespace".into());
+        }
+        netns::release(&l.netns).map_err(io_err(&l.netns))?;
+        for s in [&l.proxy_socket, &l.daemon_socket] {
+            let _ = std::fs::remove_file(s);
+        }
+        Ok(stopped)
+    }
+
+    async fn remove_all(&self, spec: &RunSpec) -> WsResult<()> {
+        let l = Self::layout(spec);
+        self.stop_env(spec).await?;
+        clear_leftovers(&l).await;
+        // Pins, then anything dockerd left mounted (a daemon that was killed leaves overlays).
+        for m in dockerd::mounts_under(&l.dir) {
+            let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
+        }
+        remove_cgroups(&l.cgroup_name);
+        for d in [&l.dir, &l.shim_dir] {
+            if d.exists() {
+                std::fs::remove_dir_all(d).map_err(io_err(d))?;
+            }
+        }
+        let _ = std::fs::remove_file(&l.proxy_socket);
+        info!(workspace.id = %spec.workspace_id, "docker runtime removed");
+        Ok(())
+    }
+}
+
+/// Runs the futures concurrently and collects their outputs (a panicked one is dropped).
+async fn futures_join<F>(calls: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = calls.map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for h in handles {
+        if let Ok(v) = h.await {
+            out.push(v);
+        }
+    }
+    out
+}
+
+fn write_shim(l: &Layout) -> WsResult<()> {
+    std::fs::create_dir_all(&l.shim_dir).map_err(io_err(&l.shim_dir))?;
+    std::fs::set_permissions(&l.shim_dir, std::fs::Permissions::from_mode(0o755))
+        .map_err(io_err(&l.shim_dir))?;
+    let sudo = l.shim_dir.join("sudo");
+    std::fs::write(&sudo, SUDO_SHIM).map_err(io_err(&sudo))?;
+    std::fs::set_permissions(&sudo, std::fs::Permissions::from_mode(0o755)).map_err(io_err(&sudo))
+}
+
+/// Stops the proxy (the child, or the one its pidfile names); true if one ran.
+async fn stop_proxy(l: &Layout, child: Option<std::process::Child>) -> bool {
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "dockwarden".into());
+    let pid = child
+        .as_ref()
+        .map(|c| c.id() as i32)
+        .or_else(|| dockerd::live_pid(&l.proxy_pidfile, &exe));
+    let ran = pid.is_some_and(dockerd::alive);
+    if let Some(pid) = pid {
+        dockerd::terminate(pid, Duration::from_secs(5)).await;
+    }
+    reap(child);
+    let _ = std::fs::remove_file(&l.proxy_pidfile);
+    ran
+}
+
+/// Stops dockerd (SIGTERM: it stops its containers and containerd), then anything of its
+/// containerd still running under the exec root, and unmounts what it left there.
+async fn stop_daemon(l: &Layout, child: Option<std::process::Child>) -> bool {
+    let pid = child
+        .as_ref()
+        .map(|c| c.id() as i32)
+        .or_else(|| dockerd::live_pid(&l.pidfile, "dockerd"));
+    let ran = pid.is_some_and(dockerd::alive);
+    if let Some(pid) = pid {
+        dockerd::terminate(pid, Duration::from_secs(20)).await;
+    }
+    reap(child);
+    for pid in dockerd::pids_mentioning(&l.exec_root) {
+        dockerd::terminate(pid, Duration::from_secs(2)).await;
+    }
+    for m in dockerd::mounts_under(&l.exec_root) {
+        let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
+    }
+    ran
+}
+
+fn reap(child: Option<std::process::Child>) {
+    if let Some(mut c) = child {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// Daemon, containerd and proxy left by an earlier service process, and a stale namespace.
+async fn clear_leftovers(l: &Layout) {
+    if stop_proxy(l, None).await {
+        warn!(dir = %l.dir.display(), "stopped a dockwarden proxy left by an earlier service");
+    }
+    if stop_daemon(l, None).await {
+        warn!(dir = %l.dir.display(), "stopped a dockerd left by an earlier service");
+    }
+    let _ = netns::release(&l.netns);
+}
+
+/// Stops whatever runtime a workspace directory without a record still holds and unmounts
+/// what it left (its cgroup name is found in the proxy's arguments, if the proxy runs).
+pub async fn sweep(ws_dir: &Path) {
+    let l = Layout::new(ws_dir, 0);
+    if !l.dir.exists() {
+        return;
+    }
+    clear_leftovers(&l).await;
+    for m in dockerd::mounts_under(&l.dir) {
+        let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
+    }
+    if let Ok(name) = std::fs::read_to_string(l.dir.join("cgroup"))
+        && name.starts_with("dockwarden_ws_")
+        && !name.contains('/')
+    {
+        remove_cgroups(name.trim());
+    }
+}
+
+/// Removes the workspace's parent cgroup (and any empty child) on every hierarchy.
+fn remove_cgroups(name: &str) {
+    let root = Path::new("/sys/fs/cgroup");
+    let mut dirs = vec![root.join(name)];
+    if let Ok(rd) = std::fs::read_dir(root) {
+        dirs.extend(rd.flatten().map(|e| e.path().join(name)));
+    }
+    for d in dirs {
+        rmdir_tree(&d);
+    }
+}
+
+fn rmdir_tree(d: &Path) {
+    let Ok(meta) = std::fs::symlink_metadata(d) else {
+        return;
+    };
+    if !meta.is_dir() {
+        return;
+    }
+    if let Ok(rd) = std::fs::read_dir(d) {
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                rmdir_tree(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(d);
+}
+
+impl Runtime for DockerRuntime {
+    fn exec<'a>(
+        &'a self,
+        spec: &'a RunSpec,
+        command: &'a str,
+        timeout: Option<Duration>,
+        sink: Option<mpsc::Sender<Chunk>>,
+    ) -> BoxFut<'a, WsResult<ExecResult>> {
+        Box::pin(async move {
+            let l = Self::layout(spec);
+            if !self.is_up(spec) {
+                return Err(WsError::Invalid(format!(
+                    "the docker runtime of workspace `{}` is not running; `restart` or `connect` it",
+                    spec.workspace_id
+                )));
+            }
+            let mut inner = spec.clone();
+            inner.netns = Some(l.netns.clone());
+            inner.env.insert("DOCKER_HOST".into(), l.docker_host());
+            inner.env.insert("PATH".into(), command_path(&l));
+            self.local.exec(&inner, command, timeout, sink).await
+        })
+    }
+
+    fn stop<'a>(&'a self, spec: &'a RunSpec) -> BoxFut<'a, WsResult<u32>> {
+        self.local.stop(spec)
+    }
+
+    fn isolates_users(&self) -> bool {
+        self.local.isolates_users()
+    }
+
+    fn up<'a>(&'a self, spec: &'a RunSpec) -> BoxFut<'a, WsResult<()>> {
+        Box::pin(async move {
+            if self.is_up(spec) {
+                return Ok(());
+            }
+            // A half-dead instance (one child exited) is taken down before starting again.
+            if self
+                .instances
+                .lock()
+                .map(|m| m.contains_key(&spec.workspace_id))
+                .unwrap_or(false)
+            {
+                self.stop_env(spec).await?;
+            }
+            self.start(spec).await
+        })
+    }
+
+    fn down<'a>(&'a self, spec: &'a RunSpec) -> BoxFut<'a, WsResult<Vec<String>>> {
+        Box::pin(self.stop_env(spec))
+    }
+
+    fn destroy<'a>(&'a self, spec: &'a RunSpec) -> BoxFut<'a, WsResult<()>> {
+        Box::pin(self.remove_all(spec))
+    }
+
+    fn is_up(&self, spec: &RunSpec) -> bool {
+        let Ok(mut m) = self.instances.lock() else {
+            return false;
+        };
+        match m.get_mut(&spec.workspace_id) {
+            Some(i) => {
+                matches!(i.dockerd.try_wait(), Ok(None)) && matches!(i.proxy.try_wait(), Ok(None))
+            }
+            None => false,
+        }
+    }
+}

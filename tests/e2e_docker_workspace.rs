@@ -1,0 +1,691 @@
+//! Docker Compose workspaces end to end: the real `dockwarden serve`, a real private dockerd
+//! per workspace behind the real `dockwarden proxy`, and the real docker / Compose CLIs run
+//! through `ws exec` as the workspace uid (issue 10, "How it is shown" 1-9 and isolation).
+//!
+//! Engine: `/usr/sbin/dockerd` (20.10), or `DOCKWARDEN_TEST_DOCKERD` (for example
+//! `/opt/docker26/usr/sbin/dockerd`). Needs root; skips with a printed reason otherwise.
+#![allow(clippy::unwrap_used)]
+
+mod workspace_support;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+use workspace_support::{Svc, wait_until};
+
+fn dockerd() -> String {
+    std::env::var("DOCKWARDEN_TEST_DOCKERD").unwrap_or_else(|_| "/usr/sbin/dockerd".into())
+}
+
+/// Why this machine cannot run the tests, if it cannot.
+fn skip_reason() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("needs root (private dockerd, network namespaces)".into());
+    }
+    if !Path::new(&dockerd()).is_file() {
+        return Some(format!("no dockerd at {}", dockerd()));
+    }
+    let img = Command::new("docker")
+        .args(["image", "inspect", "dockwarden-test:latest"])
+        .output();
+    if !img.is_ok_and(|o| o.status.success()) {
+        return Some("the host daemon has no dockwarden-test:latest image to save".into());
+    }
+    None
+}
+
+macro_rules! skip_unless_ready {
+    () => {
+        if let Some(why) = skip_reason() {
+            eprintln!("SKIP: {why}");
+            return;
+        }
+    };
+}
+
+/// A service with the docker-compose runtime, torn down hard even when a test fails.
+struct Env {
+    svc: Svc,
+    _images: tempfile::TempDir,
+    /// `docker save` of the test image, readable by every workspace uid.
+    image_tar: PathBuf,
+}
+
+impl Env {
+    fn start(uid_base: u32) -> Env {
+        Env::start_with(uid_base, false)
+    }
+
+    /// With `preload`, the service loads the test image into every new daemon itself.
+    fn start_with(uid_base: u32, preload: bool) -> Env {
+        let images = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(images.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let image_tar = images.path().join("dockwarden-test.tar");
+        let st = Command::new("docker")
+            .args(["save", "-o"])
+            .arg(&image_tar)
+            .arg("dockwarden-test:latest")
+            .status()
+            .unwrap();
+        assert!(st.success(), "docker save of the test image");
+        std::fs::set_permissions(&image_tar, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let tar = image_tar.display().to_string();
+        let mut args = vec!["--dockerd".to_string(), dockerd()];
+        if preload {
+            args.extend(["--preload-image-tar".to_string(), tar]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let svc = Svc::start(uid_base, &args, &[]);
+        std::fs::set_permissions(svc.dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+        Env {
+            svc,
+            _images: images,
+            image_tar,
+        }
+    }
+
+    fn compose_repo(&self, name: &str) -> PathBuf {
+        let repo = self.svc.dir.path().join(name);
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/workspace/make-compose-repo.sh");
+        let st = Command::new("sh").arg(script).arg(&repo).status().unwrap();
+        assert!(st.success(), "compose fixture script failed");
+        repo
+    }
+
+    fn create(&self, body: Value) -> Value {
+        let (status, v) = self.svc.api("POST", "/v1/workspaces", Some(body));
+        assert_eq!(status, 201, "create: {v}");
+        v
+    }
+
+    /// Runs `cmd` in the workspace; returns (exit code, stdout, stderr).
+    fn sh(&self, id: &str, cmd: &str) -> (i64, String, String) {
+        let r = self.svc.ok(
+            "POST",
+            &format!("/v1/workspaces/{id}/exec"),
+            Some(json!({ "cmd": cmd, "timeout_ms": 180_000 })),
+        );
+        (
+            r["exit_code"].as_i64().unwrap(),
+            r["stdout"].as_str().unwrap().to_string(),
+            r["stderr"].as_str().unwrap().to_string(),
+        )
+    }
+
+    /// `sh` that must exit 0; returns stdout.
+    fn ok(&self, id: &str, cmd: &str) -> String {
+        let (code, out, err) = self.sh(id, cmd);
+        assert_eq!(code, 0, "`{cmd}` in {id}: stdout={out} stderr={err}");
+        out
+    }
+
+    fn load_image(&self, id: &str) {
+        let out = self.ok(id, &format!("docker load -i {}", self.image_tar.display()));
+        assert!(out.contains("dockwarden-test"), "{out}");
+    }
+
+    fn ws_dir(&self, id: &str) -> PathBuf {
+        self.svc.state.join("workspaces").join(id)
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        // Graceful first (the service removes daemons, mounts, cgroups), then by force.
+        if let Ok((_, list)) =
+            std::panic::catch_unwind(|| self.svc.api("GET", "/v1/workspaces", None))
+        {
+            for w in list.as_array().cloned().unwrap_or_default() {
+                let id = w["id"].as_str().unwrap_or_default().to_string();
+                let _ = workspace_support::http(
+                    &self.svc.socket,
+                    "DELETE",
+                    &format!("/v1/workspaces/{id}"),
+                    b"",
+                );
+            }
+        }
+        self.svc.kill9();
+        let state = self.svc.state.display().to_string();
+        for pid in pids_mentioning(&state) {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        }
+        for m in mounts_under(&self.svc.state) {
+            let _ = Command::new("umount").arg("-l").arg(m).status();
+        }
+    }
+}
+
+fn pids_mentioning(needle: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()))
+        .filter(|pid| *pid != me)
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .collect()
+}
+
+/// Running, not a zombie (orphans are reparented to a pid 1 that may never reap them).
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+        !st.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+fn mounts_under(dir: &Path) -> Vec<String> {
+    let prefix = dir.display().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
+        .filter(|m| m.starts_with(&prefix))
+        .collect()
+}
+
+fn cgroups_named(name: &str) -> Vec<PathBuf> {
+    let root = Path::new("/sys/fs/cgroup");
+    let mut out: Vec<PathBuf> = std::fs::read_dir(root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join(name))
+        .collect();
+    out.push(root.join(name));
+    out.into_iter().filter(|p| p.exists()).collect()
+}
+
+/// Asserts that nothing of workspace `id` (uid `uid`) is left on the machine.
+fn assert_nothing_left(env: &Env, id: &str, uid: u64) {
+    let dir = env.ws_dir(id);
+    let needle = dir.display().to_string();
+    assert!(!dir.exists(), "workspace directory (data root) removed");
+    assert_eq!(
+        pids_mentioning(&needle),
+        Vec::<i32>::new(),
+        "no process of {id} left"
+    );
+    assert_eq!(
+        mounts_under(&dir),
+        Vec::<String>::new(),
+        "no mount (pins, netns, overlays) left"
+    );
+    assert_eq!(
+        cgroups_named(&format!("dockwarden_ws_{uid}")),
+        Vec::<PathBuf>::new(),
+        "no cgroup left"
+    );
+    assert!(
+        workspace_support::pids_of(uid as u32).is_empty(),
+        "no process of the workspace uid left"
+    );
+}
+
+#[test]
+fn compose_workspace_lifecycle_end_to_end() {
+    skip_unless_ready!();
+    let env = Env::start(43000);
+    let repo = env.compose_repo("compose-repo");
+
+    // 1-2: created from the fixture; info shows the runtime and where the choice came from.
+    let created = env.create(json!({ "id": "dc", "repo": repo.display().to_string() }));
+    let ws = &created["workspace"];
+    assert_eq!(ws["runtime"]["runtime"], "docker-compose", "{created}");
+    assert_eq!(ws["runtime"]["source"], "evidence");
+    let evidence = ws["runtime"]["evidence"].as_array().unwrap();
+    assert!(
+        evidence.iter().any(|e| e["file"] == "compose.yaml"),
+        "{evidence:?}"
+    );
+    let uid = ws["uid"].as_u64().unwrap();
+    let info = env.svc.cli(&["info", "dc"]);
+    let text = String::from_utf8_lossy(&info.stdout).to_string();
+    assert!(
+        text.contains("runtime: docker-compose (evidence)"),
+        "{text}"
+    );
+    assert!(text.contains("evidence: compose.yaml"), "{text}");
+    let docker_host = ws["docker_host"].as_str().unwrap().to_string();
+    assert_eq!(
+        env.ok("dc", "echo $DOCKER_HOST").trim(),
+        docker_host,
+        "DOCKER_HOST is the workspace's proxy"
+    );
+
+    // The proxy socket is the workspace user's (0660); the daemon socket is root-only and
+    // out of the workspace user's reach.
+    let proxy_sock = env.ws_dir("dc").join("docker.sock");
+    let meta = std::fs::metadata(&proxy_sock).unwrap();
+    assert_eq!((meta.uid() as u64, meta.mode() & 0o777), (uid, 0o660));
+    let daemon_sock = env.ws_dir("dc").join("docker/docker.sock");
+    let meta = std::fs::metadata(&daemon_sock).unwrap();
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (0, 0o600));
+    let (code, _, err) = env.sh(
+        "dc",
+        &format!(
+            "curl -sS --unix-socket {} http://d/_ping",
+            daemon_sock.display()
+        ),
+    );
+    assert_ne!(
+        code, 0,
+        "the workspace uid reached the daemon socket: {err}"
+    );
+    assert_eq!(env.ok("dc", "id -u").trim(), uid.to_string());
+    assert_eq!(env.ok("dc", "umask").trim(), "0022");
+    let (code, _, err) = env.sh("dc", "sudo true");
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("not available") && err.contains("user-writable"),
+        "{err}"
+    );
+
+    // 3: compose v2 brings both services up (the uid-999 service read the single-file bind).
+    env.load_image("dc");
+    env.ok("dc", "docker compose up -d --wait");
+    let ps = env.ok("dc", "docker compose ps --format '{{.Service}} {{.State}}'");
+    assert!(
+        ps.contains("db running") && ps.contains("web running"),
+        "{ps}"
+    );
+    assert!(
+        env.ok("dc", "docker compose logs db")
+            .contains("db-read-init")
+    );
+    // Containers live in the workspace's own budgeted parent cgroup.
+    let parent = env.ok(
+        "dc",
+        "docker inspect -f '{{.HostConfig.CgroupParent}}' $(docker compose ps -q web)",
+    );
+    assert_eq!(parent.trim(), format!("/dockwarden_ws_{uid}"));
+
+    // 4: the published port answers on the workspace's loopback.
+    let page = env.ok(
+        "dc",
+        "curl -sS --max-time 10 http://127.0.0.1:8080/index.html",
+    );
+    assert_eq!(page.trim(), "hello-from-web");
+
+    // host.docker.internal from a container reaches a workspace service on 0.0.0.0.
+    env.ok(
+        "dc",
+        "mkdir -p svc && echo from-the-workspace > svc/index.html && (busybox httpd -f -p 0.0.0.0:8099 -h svc >/dev/null 2>&1 &) ",
+    );
+    let seen = env.ok(
+        "dc",
+        "docker run --rm dockwarden-test wget -qO- http://host.docker.internal:8099/index.html",
+    );
+    assert_eq!(seen.trim(), "from-the-workspace");
+
+    // 5: the policy is in front of the private daemon.
+    let (code, _, err) = env.sh("dc", "docker run --rm --privileged dockwarden-test true");
+    assert_ne!(code, 0);
+    assert!(err.contains("container.privileged"), "{err}");
+
+    // 6: root-written files in the bind are the workspace user's after `compose down`.
+    env.ok("dc", "docker compose down");
+    // The proxy runs the private-daemon profile: prune is the workspace's own business.
+    env.ok("dc", "docker container prune -f && docker image prune -f");
+    let wrote = env.svc.worktree("dc").join("out/root-wrote.txt");
+    wait_until(60, "chown-back of root-written bind files", || {
+        std::fs::metadata(&wrote).is_ok_and(|m| m.uid() as u64 == uid)
+    });
+
+    // 7: kill, connect, compose up again: the image and the named volume's data are kept.
+    env.ok("dc", "docker compose up -d --wait");
+    let marker = "docker compose exec -T web cat /data/marker";
+    assert_eq!(env.ok("dc", marker).trim(), "first-run");
+    env.ok(
+        "dc",
+        "docker compose exec -T web sh -c 'echo kept > /data/marker'",
+    );
+    let killed = env.svc.ok("POST", "/v1/workspaces/dc/kill", None);
+    assert_eq!(killed["workspace"]["status"], "stopped");
+    assert!(
+        !env.ws_dir("dc").join("docker/netns").exists() && !proxy_sock.exists(),
+        "the namespace and sockets are released at kill"
+    );
+    assert!(
+        env.ws_dir("dc").join("docker/data").is_dir(),
+        "the data root stays"
+    );
+    let connected = env.svc.ok("POST", "/v1/workspaces/dc/connect", None);
+    let notes = connected["notes"].to_string();
+    assert!(notes.contains("need starting again"), "{connected}");
+    assert_eq!(
+        env.ok("dc", "docker ps -q").trim(),
+        "",
+        "containers need restarting"
+    );
+    env.ok("dc", "docker compose up -d --wait");
+    assert_eq!(
+        env.ok("dc", marker).trim(),
+        "kept",
+        "named volume kept across kill/connect"
+    );
+
+    // 8: restart is disruptive, says what stopped, and keeps files and volumes.
+    let r = env.svc.ok("POST", "/v1/workspaces/dc/restart", None);
+    assert_eq!(r["disruptive"], true);
+    let stopped = r["stopped"].to_string();
+    assert!(
+        stopped.contains("container") && stopped.contains("dockerd") && stopped.contains("proxy"),
+        "{r}"
+    );
+    env.ok("dc", "docker compose up -d --wait");
+    assert_eq!(env.ok("dc", marker).trim(), "kept");
+
+    // 9: delete leaves no process, mount, namespace, cgroup or data root.
+    env.svc.ok("DELETE", "/v1/workspaces/dc", None);
+    assert_nothing_left(&env, "dc", uid);
+}
+
+#[test]
+fn reprovision_standard_to_docker_compose_keeps_the_worktree_byte_for_byte() {
+    skip_unless_ready!();
+    let env = Env::start(43100);
+    let repo = env.compose_repo("compose-repo");
+    let created = env.create(json!({
+        "id": "rp", "repo": repo.display().to_string(), "runtime": "standard"
+    }));
+    assert_eq!(created["workspace"]["runtime"]["runtime"], "standard");
+    let (code, _, _) = env.sh("rp", "docker ps");
+    assert_ne!(code, 0, "no daemon on the standard runtime");
+    env.ok(
+        "rp",
+        "echo secret-local > .env.local && echo debug > build.log && echo changed >> README.md",
+    );
+    let before = env.ok(
+        "rp",
+        "git status --porcelain --ignored; sha256sum README.md .env.local build.log",
+    );
+
+    let r = env.svc.ok(
+        "POST",
+        "/v1/workspaces/rp/reprovision",
+        Some(json!({ "runtime": "docker-compose" })),
+    );
+    assert_eq!(r["previous"]["runtime"], "standard");
+    assert_eq!(r["workspace"]["runtime"]["runtime"], "docker-compose");
+    let notes = r["notes"].to_string();
+    assert!(notes.contains("do not carry over"), "{r}");
+    let after = env.ok(
+        "rp",
+        "git status --porcelain --ignored; sha256sum README.md .env.local build.log",
+    );
+    assert_eq!(
+        before, after,
+        "uncommitted and ignored files are kept byte for byte"
+    );
+    env.load_image("rp");
+    env.ok("rp", "docker compose up -d --wait");
+    assert!(env.ok("rp", "docker compose ps --services").contains("web"));
+
+    // And back: the daemon and its data go away with the runtime.
+    let back = env.svc.ok(
+        "POST",
+        "/v1/workspaces/rp/reprovision",
+        Some(json!({ "runtime": "standard" })),
+    );
+    assert_eq!(back["workspace"]["runtime"]["runtime"], "standard");
+    assert!(
+        !env.ws_dir("rp").join("docker").exists(),
+        "the old daemon's data is gone"
+    );
+    assert_eq!(env.ok("rp", "cat .env.local").trim(), "secret-local");
+
+    // An inspect script is read by the evidence rules, never run.
+    env.ok(
+        "rp",
+        "mkdir -p scripts && printf 'touch ran.txt\\ndocker compose up -d\\n' > scripts/dev.sh",
+    );
+    let by_script = env.svc.ok(
+        "POST",
+        "/v1/workspaces/rp/reprovision",
+        Some(json!({ "inspect_script": "scripts/dev.sh" })),
+    );
+    let sel = &by_script["workspace"]["runtime"];
+    assert_eq!(sel["runtime"], "docker-compose", "{by_script}");
+    assert_eq!(sel["source"], "evidence");
+    assert!(
+        !env.svc.worktree("rp").join("ran.txt").exists(),
+        "the inspect script was not run"
+    );
+}
+
+#[test]
+fn two_compose_workspaces_are_isolated_and_compose_v1_works() {
+    skip_unless_ready!();
+    let env = Env::start(43200);
+    let repo = env.compose_repo("compose-repo");
+    let a = env.create(
+        json!({ "id": "ia", "repo": repo.display().to_string(), "runtime": "docker-compose" }),
+    );
+    let b = env.create(
+        json!({ "id": "ib", "repo": repo.display().to_string(), "runtime": "docker-compose" }),
+    );
+    let (uid_a, uid_b) = (
+        a["workspace"]["uid"].as_u64().unwrap(),
+        b["workspace"]["uid"].as_u64().unwrap(),
+    );
+    env.load_image("ia");
+    env.load_image("ib");
+    // Same project name and the same published port in both: no clash, each has its own.
+    env.ok("ia", "docker compose up -d --wait");
+    // Compose v1 has no --wait: start, then poll until both services run.
+    env.ok("ib", "docker-compose up -d");
+    env.ok(
+        "ib",
+        "for i in $(seq 1 300); do [ \"$(docker ps -q | wc -l)\" = 2 ] && exit 0; sleep 0.2; done; docker-compose ps; exit 1",
+    );
+    let page = env.ok(
+        "ib",
+        "curl -sS --max-time 10 http://127.0.0.1:8080/index.html",
+    );
+    assert_eq!(page.trim(), "hello-from-web", "compose v1 project serves");
+
+    let ids = |id: &str| env.ok(id, "docker ps -aq --no-trunc | sort");
+    let (ca, cb) = (ids("ia"), ids("ib"));
+    assert_eq!(ca.lines().count(), 2);
+    assert_eq!(cb.lines().count(), 2);
+    assert!(
+        ca.lines().all(|c| !cb.contains(c)),
+        "no container is seen by both"
+    );
+    for c in cb.lines() {
+        let (code, _, _) = env.sh("ia", &format!("docker inspect {c}"));
+        assert_ne!(code, 0, "workspace ia sees ib's container {c}");
+    }
+    let nets = |id: &str| env.ok(id, "docker network ls -q --no-trunc --filter type=custom");
+    assert!(
+        nets("ia").lines().all(|n| !nets("ib").contains(n)),
+        "networks are per daemon"
+    );
+    let vols = |id: &str| env.ok(id, "docker volume ls -q");
+    assert!(vols("ia").contains("dbdata") && vols("ib").contains("dbdata"));
+    env.ok(
+        "ia",
+        "docker run --rm -v worktree_dbdata:/d dockwarden-test sh -c 'echo only-a > /d/who'",
+    );
+    let (code, out, _) = env.sh(
+        "ib",
+        "docker run --rm -v worktree_dbdata:/d dockwarden-test cat /d/who",
+    );
+    assert!(
+        code != 0 || !out.contains("only-a"),
+        "volumes are per daemon"
+    );
+
+    // Neither uid reaches either daemon socket, nor the other's proxy socket.
+    for (from, to) in [("ia", "ia"), ("ia", "ib"), ("ib", "ia"), ("ib", "ib")] {
+        let sock = env.ws_dir(to).join("docker/docker.sock");
+        let (code, _, _) = env.sh(
+            from,
+            &format!(
+                "curl -sS --max-time 5 --unix-socket {} http://d/_ping",
+                sock.display()
+            ),
+        );
+        assert_ne!(code, 0, "{from} reached {to}'s daemon socket");
+    }
+    let other_proxy = env.ws_dir("ia").join("docker.sock");
+    let (code, _, _) = env.sh(
+        "ib",
+        &format!(
+            "curl -sS --max-time 5 --unix-socket {} http://d/_ping",
+            other_proxy.display()
+        ),
+    );
+    assert_ne!(code, 0, "ib reached ia's proxy socket");
+
+    env.svc.ok("DELETE", "/v1/workspaces/ia", None);
+    env.svc.ok("DELETE", "/v1/workspaces/ib", None);
+    assert_nothing_left(&env, "ia", uid_a);
+    assert_nothing_left(&env, "ib", uid_b);
+}
+
+#[test]
+fn after_kill_9_of_the_service_no_daemon_proxy_or_namespace_leaks() {
+    skip_unless_ready!();
+    let mut env = Env::start(43300);
+    env.create(json!({ "id": "live", "runtime": "docker-compose" }));
+    let stopped = env.create(json!({ "id": "stopped", "runtime": "docker-compose" }));
+    let gone = env.create(json!({ "id": "gone", "runtime": "docker-compose" }));
+    let gone_uid = gone["workspace"]["uid"].as_u64().unwrap();
+    let stopped_uid = stopped["workspace"]["uid"].as_u64().unwrap();
+    env.svc.ok("POST", "/v1/workspaces/stopped/kill", None);
+    env.load_image("live");
+    env.ok("live", "docker volume create keepme >/dev/null");
+    let old_daemon = std::fs::read_to_string(env.ws_dir("live").join("docker/docker.pid")).unwrap();
+
+    // The service dies; its daemons and proxies keep running, orphaned.
+    env.svc.kill9();
+    assert!(!pids_mentioning(&env.ws_dir("live").display().to_string()).is_empty());
+    // A workspace whose record is gone (as if deleted while the service was down) keeps
+    // only its directory: the restarted service must remove its daemon and namespace.
+    {
+        let db = rusqlite::Connection::open(env.svc.state.join("state.db")).unwrap();
+        db.execute("DELETE FROM workspaces WHERE id = 'gone'", [])
+            .unwrap();
+    }
+    env.svc.restart(&[]);
+
+    // Deleted: everything removed.
+    assert_nothing_left(&env, "gone", gone_uid);
+    // Stopped: nothing running, data kept.
+    let stopped_dir = env.ws_dir("stopped").display().to_string();
+    assert_eq!(pids_mentioning(&stopped_dir), Vec::<i32>::new());
+    assert!(env.ws_dir("stopped").join("docker/data").is_dir());
+    assert!(workspace_support::pids_of(stopped_uid as u32).is_empty());
+    // Live: a daemon again (exactly one, not the orphan) with its data.
+    let new_daemon = std::fs::read_to_string(env.ws_dir("live").join("docker/docker.pid")).unwrap();
+    assert_ne!(
+        old_daemon.trim(),
+        new_daemon.trim(),
+        "the orphan daemon was replaced"
+    );
+    assert!(!alive(old_daemon.trim()), "the orphan is gone");
+    let daemons: Vec<i32> = pids_mentioning(&format!(
+        "dockerd\0--config-file\0{}",
+        env.ws_dir("live").join("docker/daemon.json").display()
+    ));
+    assert_eq!(
+        daemons.len(),
+        1,
+        "one dockerd for the live workspace: {:?}",
+        daemons
+            .iter()
+            .map(|p| String::from_utf8_lossy(
+                &std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default()
+            )
+            .to_string())
+            .collect::<Vec<_>>()
+    );
+    assert!(env.ok("live", "docker volume ls -q").contains("keepme"));
+    assert!(env.ok("live", "docker images").contains("dockwarden-test"));
+}
+
+#[test]
+fn a_fork_gets_a_fresh_empty_daemon() {
+    skip_unless_ready!();
+    let env = Env::start(43400);
+    env.create(json!({ "id": "parent", "runtime": "docker-compose" }));
+    env.load_image("parent");
+    env.ok("parent", "echo hi > file.txt");
+    let snap = env.svc.ok("POST", "/v1/workspaces/parent/snapshot", None)["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let fork = env.create(json!({ "id": "child", "from": snap }));
+    assert_eq!(
+        fork["workspace"]["runtime"]["runtime"], "docker-compose",
+        "{fork}"
+    );
+    assert!(
+        fork["notes"].to_string().contains("were not carried over"),
+        "{fork}"
+    );
+    assert_eq!(env.ok("child", "cat file.txt").trim(), "hi");
+    assert_eq!(
+        env.ok("child", "docker images -q").trim(),
+        "",
+        "the fork's daemon is empty"
+    );
+    assert!(!env.ok("parent", "docker images -q").trim().is_empty());
+}
+
+#[test]
+fn preload_image_tar_fills_every_new_daemon_before_setup() {
+    skip_unless_ready!();
+    let env = Env::start_with(43500, true);
+    // The settings file chooses the runtime, and setup uses the daemon at once.
+    let repo = env.compose_repo("compose-repo");
+    std::fs::create_dir(repo.join(".dockwarden")).unwrap();
+    std::fs::write(
+        repo.join(".dockwarden/settings.json"),
+        r#"{"runtime": "docker-compose", "scripts": {"setup": ["docker compose up -d --wait", "docker compose ps --services > setup-services.log"]}}"#,
+    )
+    .unwrap();
+    let git = |args: &[&str]| {
+        assert!(
+            Command::new("git")
+                .arg("-C")
+                .arg(&repo)
+                .args(args)
+                .status()
+                .unwrap()
+                .success()
+        )
+    };
+    git(&["add", "-A"]);
+    git(&["commit", "--quiet", "-m", "settings"]);
+    let created = env.create(json!({ "id": "pre", "repo": repo.display().to_string() }));
+    let ws = &created["workspace"];
+    assert_eq!(ws["runtime"]["runtime"], "docker-compose", "{created}");
+    assert_eq!(ws["runtime"]["source"], "explicit");
+    assert_eq!(
+        ws["setup"]["exit_code"], 0,
+        "setup ran against a ready daemon: {created}"
+    );
+    let services = env.ok("pre", "cat setup-services.log");
+    assert!(
+        services.contains("web") && services.contains("db"),
+        "{services}"
+    );
+    let images = env.ok("pre", "docker images --format '{{.Repository}}:{{.Tag}}'");
+    assert!(images.contains("dockwarden-test:latest"), "{images}");
+    // A kill/connect reuses the data root: nothing is loaded twice, the image is still there.
+    env.svc.ok("POST", "/v1/workspaces/pre/kill", None);
+    env.svc.ok("POST", "/v1/workspaces/pre/connect", None);
+    assert_eq!(env.ok("pre", "docker images -q").lines().count(), 1);
+}
