@@ -22,6 +22,8 @@ pub enum FactQuery {
     ContainerCount,
     /// The host's IPv4 routes (for user-chosen network subnets).
     HostRoutes,
+    /// The daemon's swarm state (`GET /info`, `Swarm.LocalNodeState`).
+    SwarmState,
 }
 
 /// What resolving a host path found.
@@ -122,4 +124,6 @@ pub struct Facts {
     pub container_count: Option<u64>,
     /// The host's IPv4 routes; `None` when not gathered.
     pub host_routes: Option<Vec<HostRoute>>,
+    /// The daemon's `Swarm.LocalNodeState` (`inactive`, `active`, ...); `None` when not gathered.
+    pub swarm_state: Option<String>,
 }
