@@ -161,3 +161,17 @@ fn prune_containers_and_images_work_only_under_the_private_daemon_profile() {
     assert!(!stdout(&d.cli(&["ps", "-aq", "--no-trunc"])).contains(&cid));
     eprintln!("pruned {} container(s) and {} image record(s) under the private-daemon profile", deleted.len(), images.len());
 }
+
+#[test]
+fn compose_style_namespaced_sysctls_run_and_host_namespace_ones_are_refused() {
+    for (name, sock) in engines() {
+        let p = proxy(sock, &[]);
+        let o = p.docker(&["run", "--rm", "--sysctl", "net.ipv6.conf.all.disable_ipv6=1", "--sysctl", "kernel.shmmni=8192", IMAGE,
+            "sh", "-c", "cat /proc/sys/net/ipv6/conf/all/disable_ipv6 /proc/sys/kernel/shmmni"]);
+        assert_eq!(ok(o).split_whitespace().collect::<Vec<_>>(), ["1", "8192"], "{name}");
+        let o = p.docker(&["run", "--rm", "--network", "host", "--sysctl", "net.ipv4.ip_forward=1", IMAGE, "true"]);
+        assert!(!o.status.success() && stderr(&o).contains("rule container.sysctl"), "{name}: {}", stderr(&o));
+        let o = p.docker(&["run", "--rm", "--ipc", "host", "--sysctl", "kernel.shmmax=1", IMAGE, "true"]);
+        assert!(!o.status.success() && stderr(&o).contains("rule container.sysctl"), "{name}: {}", stderr(&o));
+    }
+}
