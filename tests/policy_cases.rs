@@ -232,6 +232,10 @@ fn judge(case: &Value, verdict: &Verdict, ws: &Ws) -> Result<(), String> {
             if !msg.contains(&format!("(rule {})", d.rule)) || sentence_case(&d.message) || d.message.ends_with('.') {
                 return Err(format!("badly formed message: {msg}"));
             }
+            // A refusal names one rule: no second rule id inside the message.
+            if dockwarden::policy::catalogue::all().iter().any(|r| d.message.contains(&format!("`{}`", r.id)) || d.message.contains(&format!("({})", r.id))) {
+                return Err(format!("message names a second rule: {msg}"));
+            }
             Ok(())
         }
         ("allow" | "rewrite", Verdict::Allow(p)) => {
