@@ -5,6 +5,8 @@
 # /run/dockwarden/docker.sock until SIGINT/SIGTERM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. scripts/setup.sh
+# Engine 26.1 beside the system's is for the test suites; DW_ENGINE26=1 sets it up here too
+# (then `--upstream /run/docker26/docker.sock` puts the proxy in front of it).
+DW_ENGINE26=${DW_ENGINE26:-0} . scripts/setup.sh
 cargo build --release -q
 exec ./target/release/dockwarden proxy "$@"

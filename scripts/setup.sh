@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Prepares a Debian machine (as root): installs missing packages, starts dockerd if none answers,
-# and imports the busybox test image. Sourced by scripts/test.sh and scripts/run-proxy.sh.
+# Prepares a Debian machine (as root): installs missing packages, starts dockerd (Engine 20.10)
+# if none answers, imports the busybox test image, and installs and starts Engine 26.1 with
+# buildx and Compose v2 from Debian trixie beside it (scripts/engine26.sh, docs/ci.md). Sourced by scripts/test.sh and scripts/run-proxy.sh.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -9,7 +10,8 @@ need=()
 have_py_docker() { /usr/bin/python3 -c 'import docker' 2>/dev/null; }
 for pkg_cmd in docker.io:dockerd docker-compose:docker-compose busybox-static:busybox \
                golang-go:go haproxy:haproxy python3-docker:__py iptables:iptables git:git \
-               bsdutils:script curl:curl socat:socat util-linux:unshare; do
+               bsdutils:script curl:curl socat:socat util-linux:unshare \
+               util-linux:nsenter iproute2:ip; do
   pkg=${pkg_cmd%%:*}; cmd=${pkg_cmd#*:}
   if [ "$cmd" = __py ]; then have_py_docker || need+=("$pkg")
   elif ! command -v "$cmd" >/dev/null 2>&1; then need+=("$pkg"); fi
@@ -30,3 +32,10 @@ if ! ping_daemon; then
 fi
 
 DOCKER_HOST=unix:///var/run/docker.sock "$top/fixtures/make-test-image.sh"
+
+# Engine 26.1, buildx and Compose v2 (trixie's packages, unpacked into /opt/docker26), unless
+# DW_ENGINE26=0 (scripts/run-proxy.sh needs only the system's engine).
+. "$top/scripts/engine26.sh"
+if [ "${DW_ENGINE26:-1}" != 0 ]; then
+  d26_all
+fi

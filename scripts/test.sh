@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test on a Debian machine as root: sets the machine up (packages, dockerd, test
-# image), then unit tests, policy cases, property tests, the Go differential and the end-to-end
-# suites against the real dockerd. Test binaries run one after another (cargo's default).
+# image, Engine 26.1), then unit tests, policy cases, property tests, the Go differential and the
+# end-to-end suites against both real engines, 20.10 and 26.1 (the Compose suites with v1 and
+# v2; docs/ci.md). Test binaries run one after another (cargo's default).
 #
 # The full output (with every test's own lines) goes to target/test-output.log; what is printed
 # here is each suite, its result line, every skip with its reason, the measurements tests
@@ -10,6 +11,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
 export DOCKER_HOST=unix:///var/run/docker.sock
+# The end-to-end suites run on both engines (tests/common/mod.rs: `Engine`); both are required
+# here, so a missing one fails its tests instead of skipping them.
+export DW_ENGINE20_SOCK=/var/run/docker.sock
+export DW_ENGINE26_SOCK="$D26_SOCK" DW_ENGINE26_NETNS="$D26_NETNS_PATH" DW_ENGINE26_PREFIX="$D26_PREFIX"
+export DW_ENGINES_REQUIRED="20.10 26.1" DW_COMPOSE_REQUIRED="v1 v2"
+cli=/usr/bin/docker; [ -x /usr/local/bin/docker ] && cli=/usr/local/bin/docker
+for e in "20.10 $DW_ENGINE20_SOCK host" "26.1 $DW_ENGINE26_SOCK $DW_ENGINE26_NETNS"; do
+  set -- $e
+  echo "engine $1: $("$cli" -H "unix://$2" version --format 'Engine {{.Server.Version}} (API {{.Server.APIVersion}})') on $2, network namespace $3"
+done
+echo "clients: $("$cli" version --format 'CLI {{.Client.Version}}' 2>/dev/null)," \
+  "$(/usr/bin/docker version --format 'CLI {{.Client.Version}}' 2>/dev/null)," \
+  "$(docker-compose version --short 2>/dev/null | sed 's/^/Compose v1 /')," \
+  "$("$cli" compose version 2>/dev/null)," "$("$cli" buildx version 2>/dev/null)"
 mkdir -p target
 log=target/test-output.log
 status=0

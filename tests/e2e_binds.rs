@@ -19,7 +19,7 @@ struct Ws {
     pins: PathBuf,
 }
 
-fn setup(extra: &[&str]) -> Ws {
+fn setup(e: &Engine, extra: &[&str]) -> Ws {
     let dir = tempfile::Builder::new().prefix("dwbind").tempdir_in("/tmp").expect("tempdir");
     let root = dir.path().canonicalize().expect("canonical");
     let ws = root.join("ws");
@@ -28,8 +28,8 @@ fn setup(extra: &[&str]) -> Ws {
     let pins = root.join("pins");
     let mut args = vec!["--pin-dir", pins.to_str().expect("utf8")];
     args.extend_from_slice(extra);
-    let p = Proxy::start_in(dir, ws.clone(), &args);
-    Ws { _guard: PinGuard { pins: pins.clone(), host: format!("unix://{DAEMON}") }, p, data: ws.join("data"), pins }
+    let p = Proxy::start_in_on(e, dir, ws.clone(), &args);
+    Ws { _guard: PinGuard { pins: pins.clone(), host: e.host() }, p, data: ws.join("data"), pins }
 }
 
 /// The attack: keep the checked directory around under another name, put a symlink to `/`
@@ -70,55 +70,50 @@ fn bind(w: &Ws) -> String {
     format!("{}:/d", w.data.display())
 }
 
-#[test]
-fn rejects_bind_source_swapped_to_symlink_before_create() {
-    let w = setup(&[]);
+fn rejects_bind_source_swapped_to_symlink_before_create(e: &Engine) {
+    let w = setup(e, &[]);
     swap_to_root(&w.data);
     let name = unique("swap-before");
     let out = w.p.docker(&["run", "--rm", "--name", &name, "-v", &bind(&w), IMAGE, "ls", "/d"]);
     assert!(!out.status.success(), "a bind through a symlink must be refused: {}", stdout(&out));
     assert!(stderr(&out).contains("dockwarden"), "{}", stderr(&out));
-    assert!(!daemon(&["inspect", &name]).status.success(), "no container may exist");
+    assert!(!e.daemon(&["inspect", &name]).status.success(), "no container may exist");
     assert_eq!(pins_left(&w.pins), 0, "a refused request releases its pins");
 }
 
-#[test]
-fn bind_source_swapped_after_create_still_mounts_the_checked_dir() {
-    let w = setup(&[]);
+fn bind_source_swapped_after_create_still_mounts_the_checked_dir(e: &Engine) {
+    let w = setup(e, &[]);
     let id = ok(w.p.docker(&["create", "-v", &bind(&w), IMAGE, "sleep", "300"]));
     swap_to_root(&w.data);
     ok(w.p.docker(&["start", &id]));
-    assert_sees_checked_dir(&ok(daemon(&["exec", &id, "ls", "/d"])));
-    let src = daemon_inspect(&id)["Mounts"][0]["Source"].as_str().unwrap_or_default().to_owned();
+    assert_sees_checked_dir(&ok(e.daemon(&["exec", &id, "ls", "/d"])));
+    let src = e.inspect(&id)["Mounts"][0]["Source"].as_str().unwrap_or_default().to_owned();
     assert!(src.starts_with(&w.pins.display().to_string()), "inspect shows the pin, got `{src}`");
     remove_and_check_released(&w, &id);
 }
 
-#[test]
-fn bind_source_swapped_while_running_then_restart_still_mounts_the_checked_dir() {
-    let w = setup(&[]);
+fn bind_source_swapped_while_running_then_restart_still_mounts_the_checked_dir(e: &Engine) {
+    let w = setup(e, &[]);
     let id = ok(w.p.docker(&["run", "-d", "-v", &bind(&w), IMAGE, "sleep", "300"]));
     swap_to_root(&w.data);
     ok(w.p.docker(&["restart", "-t", "0", &id]));
-    assert_sees_checked_dir(&ok(daemon(&["exec", &id, "ls", "/d"])));
+    assert_sees_checked_dir(&ok(e.daemon(&["exec", &id, "ls", "/d"])));
     remove_and_check_released(&w, &id);
 }
 
-#[test]
-fn file_bind_swapped_to_symlink_then_restart_still_mounts_the_checked_file() {
-    let w = setup(&[]);
+fn file_bind_swapped_to_symlink_then_restart_still_mounts_the_checked_file(e: &Engine) {
+    let w = setup(e, &[]);
     let file = w.data.join("marker");
     let id = ok(w.p.docker(&["run", "-d", "-v", &format!("{}:/f", file.display()), IMAGE, "sleep", "300"]));
     std::fs::rename(&file, w.data.join("marker.orig")).expect("mv");
     std::os::unix::fs::symlink("/etc/passwd", &file).expect("ln -s");
     ok(w.p.docker(&["restart", "-t", "0", &id]));
-    assert_eq!(ok(daemon(&["exec", &id, "cat", "/f"])), "checked");
+    assert_eq!(ok(e.daemon(&["exec", &id, "cat", "/f"])), "checked");
     remove_and_check_released(&w, &id);
 }
 
-#[test]
-fn bind_source_swapped_with_restart_always_and_daemon_restart_still_mounts_the_checked_dir() {
-    let mut d = PrivateDaemon::start("binds");
+fn bind_source_swapped_with_restart_always_and_daemon_restart_still_mounts_the_checked_dir(e: &Engine) {
+    let mut d = PrivateDaemon::start_on(e, "binds");
     let dir = tempfile::Builder::new().prefix("dwbind").tempdir_in("/tmp").expect("tempdir");
     let root = dir.path().canonicalize().expect("canonical");
     let ws = root.join("ws");
@@ -126,9 +121,8 @@ fn bind_source_swapped_with_restart_always_and_daemon_restart_still_mounts_the_c
     std::fs::create_dir_all(&data).expect("mkdir");
     std::fs::write(data.join("marker"), b"checked").expect("marker");
     let pins = root.join("pins");
-    let upstream = d.socket.display().to_string();
-    let _guard = PinGuard { pins: pins.clone(), host: d.host() };
-    let p = Proxy::start_with_upstream(dir, ws, &upstream, &["--pin-dir", pins.to_str().expect("utf8")]);
+        let _guard = PinGuard { pins: pins.clone(), host: d.host() };
+    let p = Proxy::start_in_on(&d.engine(), dir, ws, &["--pin-dir", pins.to_str().expect("utf8")]);
     let id = ok(p.docker(&["run", "-d", "--restart", "always", "-v", &format!("{}:/d", data.display()), IMAGE, "sleep", "300"]));
     swap_to_root(&data);
     d.restart();
@@ -140,9 +134,8 @@ fn bind_source_swapped_with_restart_always_and_daemon_restart_still_mounts_the_c
     wait_until("the pins are released", Duration::from_secs(30), || pins_left(&pins) == 0);
 }
 
-#[test]
-fn pins_survive_a_proxy_restart_and_orphans_are_released_at_start() {
-    let w = setup(&[]);
+fn pins_survive_a_proxy_restart_and_orphans_are_released_at_start(e: &Engine) {
+    let w = setup(e, &[]);
     let keep = ok(w.p.docker(&["run", "-d", "-v", &bind(&w), IMAGE, "sleep", "300"]));
     let gone = ok(w.p.docker(&["run", "-d", "-v", &bind(&w), IMAGE, "sleep", "300"]));
     assert_eq!(pins_mounted(&w.pins).len(), 2);
@@ -152,20 +145,19 @@ fn pins_survive_a_proxy_restart_and_orphans_are_released_at_start() {
     let _ = first.child.kill();
     let _ = first.child.wait();
     // While the proxy is down: one container is removed behind its back, the source swapped.
-    force_remove(&gone);
+    e.force_remove(&gone);
     swap_to_root(&data);
     let dir = tempfile::Builder::new().prefix("dwbind2").tempdir_in("/tmp").expect("tempdir");
-    let p = Proxy::start_in(dir, workspace, &["--pin-dir", pins.to_str().expect("utf8")]);
+    let p = Proxy::start_in_on(e, dir, workspace, &["--pin-dir", pins.to_str().expect("utf8")]);
     wait_until("the orphaned pin is released", Duration::from_secs(15), || pins_left(&pins) == 2);
     ok(p.docker(&["restart", "-t", "0", &keep]));
-    assert_sees_checked_dir(&ok(daemon(&["exec", &keep, "ls", "/d"])));
+    assert_sees_checked_dir(&ok(e.daemon(&["exec", &keep, "ls", "/d"])));
     ok(p.docker(&["rm", "-f", &keep]));
     wait_until("the pins are released", Duration::from_secs(15), || pins_left(&pins) == 0);
 }
 
-#[test]
-fn racing_swaps_during_create_never_mount_anything_but_the_checked_dir() {
-    let w = setup(&[]);
+fn racing_swaps_during_create_never_mount_anything_but_the_checked_dir(e: &Engine) {
+    let w = setup(e, &[]);
     let data = w.data.clone();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let s2 = stop.clone();
@@ -197,35 +189,33 @@ fn racing_swaps_during_create_never_mount_anything_but_the_checked_dir() {
     wait_until("the pins are released", Duration::from_secs(15), || pins_left(&w.pins) == 0);
 }
 
-#[test]
-fn mount_api_bind_swapped_after_create_still_mounts_the_checked_dir() {
-    let w = setup(&[]);
+fn mount_api_bind_swapped_after_create_still_mounts_the_checked_dir(e: &Engine) {
+    let w = setup(e, &[]);
     let spec = format!("type=bind,src={},dst=/d", w.data.display());
     let id = ok(w.p.docker(&["create", "--mount", &spec, IMAGE, "sleep", "300"]));
     swap_to_root(&w.data);
     ok(w.p.docker(&["start", &id]));
-    assert_sees_checked_dir(&ok(daemon(&["exec", &id, "ls", "/d"])));
+    assert_sees_checked_dir(&ok(e.daemon(&["exec", &id, "ls", "/d"])));
     remove_and_check_released(&w, &id);
 }
 
-#[test]
-fn pins_of_a_proxy_that_is_gone_are_released_by_the_next_proxy() {
+fn pins_of_a_proxy_that_is_gone_are_released_by_the_next_proxy(e: &Engine) {
     let dir = tempfile::Builder::new().prefix("dwbind").tempdir_in("/tmp").expect("tempdir");
     let root = dir.path().canonicalize().expect("canonical");
     let ws = root.join("ws");
     std::fs::create_dir_all(ws.join("data")).expect("mkdir");
     let (a, b) = (root.join("pins/a"), root.join("pins/b"));
-    let _guard_a = PinGuard { pins: a.clone(), host: format!("unix://{DAEMON}") };
-    let _guard_b = PinGuard { pins: b.clone(), host: format!("unix://{DAEMON}") };
-    let mut first = Proxy::start_in(dir, ws.clone(), &["--pin-dir", a.to_str().expect("utf8")]);
+    let _guard_a = PinGuard { pins: a.clone(), host: e.host() };
+    let _guard_b = PinGuard { pins: b.clone(), host: e.host() };
+    let mut first = Proxy::start_in_on(e, dir, ws.clone(), &["--pin-dir", a.to_str().expect("utf8")]);
     let id = ok(first.docker(&["run", "-d", "-v", &format!("{}:/d", ws.join("data").display()), IMAGE, "sleep", "300"]));
     assert_eq!(pins_mounted(&a).len(), 1);
     // The first proxy dies for good; its container is removed behind its back.
     let _ = first.child.kill();
     let _ = first.child.wait();
-    force_remove(&id);
+    e.force_remove(&id);
     let other = tempfile::Builder::new().prefix("dwbind2").tempdir_in("/tmp").expect("tempdir");
-    let _second = Proxy::start_in(other, ws, &["--pin-dir", b.to_str().expect("utf8")]);
+    let _second = Proxy::start_in_on(e, other, ws, &["--pin-dir", b.to_str().expect("utf8")]);
     wait_until("the gone proxy's pin is released", Duration::from_secs(15), || pins_left(&a) == 0);
     wait_until("its directory and lock are removed", Duration::from_secs(5), || {
         !a.exists() && !root.join("pins/a.lock").exists()
@@ -236,17 +226,15 @@ fn pins_of_a_proxy_that_is_gone_are_released_by_the_next_proxy() {
 /// namespaces re-checks that stored HostConfig lexically, so the pin directory must count as
 /// inside there (`policy/container/binds.rs`, `judge_source`, `Mode::Stored`: accept sources
 /// beneath `facts.env.pin_dir`).
-#[test]
-fn a_container_with_pinned_binds_can_be_joined() {
-    let w = setup(&[]);
+fn a_container_with_pinned_binds_can_be_joined(e: &Engine) {
+    let w = setup(e, &[]);
     let a = ok(w.p.docker(&["run", "-d", "-v", &bind(&w), IMAGE, "sleep", "300"]));
     ok(w.p.docker(&["run", "--rm", "--network", &format!("container:{a}"), IMAGE, "true"]));
     remove_and_check_released(&w, &a);
 }
 
-#[test]
-fn a_second_proxy_cannot_share_a_live_proxys_pin_directory() {
-    let w = setup(&[]);
+fn a_second_proxy_cannot_share_a_live_proxys_pin_directory(e: &Engine) {
+    let w = setup(e, &[]);
     let other = tempfile::Builder::new().prefix("dwbind2").tempdir_in("/tmp").expect("tempdir");
     let out = run_with_timeout(
         std::process::Command::new(env!("CARGO_BIN_EXE_dockwarden"))
@@ -263,3 +251,17 @@ fn a_second_proxy_cannot_share_a_live_proxys_pin_directory() {
     assert!(stderr(&out).contains("in use by another dockwarden proxy"), "{}", stderr(&out));
     assert!(!other.path().join("s.sock").exists(), "the refused proxy leaves no socket behind");
 }
+
+per_engine!(
+    rejects_bind_source_swapped_to_symlink_before_create,
+    bind_source_swapped_after_create_still_mounts_the_checked_dir,
+    bind_source_swapped_while_running_then_restart_still_mounts_the_checked_dir,
+    file_bind_swapped_to_symlink_then_restart_still_mounts_the_checked_file,
+    bind_source_swapped_with_restart_always_and_daemon_restart_still_mounts_the_checked_dir,
+    pins_survive_a_proxy_restart_and_orphans_are_released_at_start,
+    racing_swaps_during_create_never_mount_anything_but_the_checked_dir,
+    mount_api_bind_swapped_after_create_still_mounts_the_checked_dir,
+    pins_of_a_proxy_that_is_gone_are_released_by_the_next_proxy,
+    a_container_with_pinned_binds_can_be_joined,
+    a_second_proxy_cannot_share_a_live_proxys_pin_directory,
+);

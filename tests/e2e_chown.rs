@@ -21,7 +21,7 @@ struct Ws {
 }
 
 /// A workspace owned by a non-root user, with `data/` for binds and the proxy told the owner.
-fn setup() -> Ws {
+fn setup(e: &Engine) -> Ws {
     let dir = tempfile::Builder::new().prefix("dwchown").tempdir_in("/tmp").expect("tempdir");
     let root = dir.path().canonicalize().expect("canonical");
     let ws = root.join("ws");
@@ -32,8 +32,8 @@ fn setup() -> Ws {
     }
     let pins = root.join("pins");
     let uid = UID.to_string();
-    let p = Proxy::start_in(dir, ws, &["--uid", &uid, "--gid", &uid, "--pin-dir", pins.to_str().expect("utf8")]);
-    Ws { _guard: PinGuard { pins: pins.clone(), host: format!("unix://{DAEMON}") }, p, pins, root, data }
+    let p = Proxy::start_in_on(e, dir, ws, &["--uid", &uid, "--gid", &uid, "--pin-dir", pins.to_str().expect("utf8")]);
+    Ws { _guard: PinGuard { pins: pins.clone(), host: e.host() }, p, pins, root, data }
 }
 
 /// Every entry beneath `dir` (not following symlinks) with its owner.
@@ -87,9 +87,8 @@ mkfifo /d/fifo && mknod /d/disk b 8 0
 d=/d/deep; i=0; while [ $i -lt 120 ]; do d=$d/x; i=$((i+1)); done; mkdir -p $d && touch $d/leaf
 "#;
 
-#[test]
-fn root_written_files_links_and_deep_trees_are_handed_back_after_the_container_stops() {
-    let w = setup();
+fn root_written_files_links_and_deep_trees_are_handed_back_after_the_container_stops(e: &Engine) {
+    let w = setup(e);
     let sentinel = w.root.join("sentinel");
     std::fs::write(&sentinel, b"root's").expect("sentinel");
     let name = unique("chown-all");
@@ -110,9 +109,8 @@ fn root_written_files_links_and_deep_trees_are_handed_back_after_the_container_s
     wait_until(&w, "the pins are released", Duration::from_secs(15), || pins_left(&w.pins) == 0);
 }
 
-#[test]
-fn hard_link_to_a_root_file_outside_the_bind_is_never_chowned() {
-    let w = setup();
+fn hard_link_to_a_root_file_outside_the_bind_is_never_chowned(e: &Engine) {
+    let w = setup(e);
     let outside = w.root.join("secret");
     std::fs::write(&outside, b"root's").expect("secret");
     std::fs::hard_link(&outside, w.data.join("planted")).expect("plant a hard link");
@@ -128,9 +126,8 @@ fn hard_link_to_a_root_file_outside_the_bind_is_never_chowned() {
     wait_until(&w, "the pins are released", Duration::from_secs(15), || pins_left(&w.pins) == 0);
 }
 
-#[test]
-fn chown_waits_until_every_container_using_the_bind_has_stopped() {
-    let w = setup();
+fn chown_waits_until_every_container_using_the_bind_has_stopped(e: &Engine) {
+    let w = setup(e);
     let bind = format!("{}:/d", w.data.display());
     let a = ok(w.p.docker(&["run", "-d", "-v", &bind, IMAGE, "sh", "-c", "touch /d/from-a && sleep 300"]));
     wait_until(&w, "the first container wrote", Duration::from_secs(20), || w.data.join("from-a").exists());
@@ -147,14 +144,13 @@ fn chown_waits_until_every_container_using_the_bind_has_stopped() {
     wait_until(&w, "the pins are released", Duration::from_secs(15), || pins_left(&w.pins) == 0);
 }
 
-#[test]
-fn a_container_restarted_by_its_restart_policy_is_not_treated_as_stopped() {
-    let w = setup();
+fn a_container_restarted_by_its_restart_policy_is_not_treated_as_stopped(e: &Engine) {
+    let w = setup(e);
     let bind = format!("{}:/d", w.data.display());
     // Exits every second and is restarted by the daemon: `die` fires each time.
     let id = ok(w.p.docker(&["run", "-d", "--restart", "always", "-v", &bind, IMAGE, "sh", "-c", "touch /d/r-$(date +%s%N); sleep 1; exit 1"]));
     std::thread::sleep(Duration::from_secs(4));
-    let restarts: u64 = stdout(&daemon(&["inspect", "-f", "{{.RestartCount}}", &id])).parse().unwrap_or(0);
+    let restarts: u64 = stdout(&e.daemon(&["inspect", "-f", "{{.RestartCount}}", &id])).parse().unwrap_or(0);
     assert!(restarts >= 1, "the container was restarted by its policy");
     let mut written: Vec<(PathBuf, u32)> = owners(&w.data);
     written.sort();
@@ -164,3 +160,10 @@ fn a_container_restarted_by_its_restart_policy_is_not_treated_as_stopped() {
     wait_until(&w, "everything is handed back after removal", Duration::from_secs(30), || root_owned(&w.data, &[]).is_empty());
     wait_until(&w, "the pins are released", Duration::from_secs(15), || pins_left(&w.pins) == 0);
 }
+
+per_engine!(
+    root_written_files_links_and_deep_trees_are_handed_back_after_the_container_stops,
+    hard_link_to_a_root_file_outside_the_bind_is_never_chowned,
+    chown_waits_until_every_container_using_the_bind_has_stopped,
+    a_container_restarted_by_its_restart_policy_is_not_treated_as_stopped,
+);

@@ -9,9 +9,8 @@ use std::io::Read;
 use std::process::Stdio;
 use std::time::Duration;
 
-#[test]
-fn version_info_ps_with_both_clis() {
-    let p = Proxy::start(&[]);
+fn version_info_ps_with_both_clis(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     for cli in clis() {
         let v = ok(run_with_timeout(p.cmd(cli).args(["version", "--format", "{{.Server.APIVersion}}"]), None, Duration::from_secs(30)));
         assert!(v.starts_with("1."), "{cli}: server API version `{v}`");
@@ -20,9 +19,8 @@ fn version_info_ps_with_both_clis() {
     }
 }
 
-#[test]
-fn run_rm_and_piped_stdin_half_close_with_both_clis() {
-    let p = Proxy::start(&[]);
+fn run_rm_and_piped_stdin_half_close_with_both_clis(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     for cli in clis() {
         let out = run_with_timeout(p.cmd(cli).args(["run", "--rm", IMAGE, "echo", "plain"]), None, Duration::from_secs(60));
         assert_eq!(ok(out), "plain", "{cli}");
@@ -33,9 +31,8 @@ fn run_rm_and_piped_stdin_half_close_with_both_clis() {
     }
 }
 
-#[test]
-fn run_detached_then_logs_follow_and_stop() {
-    let p = Proxy::start(&[]);
+fn run_detached_then_logs_follow_and_stop(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let name = unique("logs");
     let script = "for i in 1 2 3; do echo line$i; sleep 0.2; done; sleep 300";
     ok(p.docker(&["run", "-d", "--name", &name, IMAGE, "sh", "-c", script]));
@@ -48,12 +45,11 @@ fn run_detached_then_logs_follow_and_stop() {
     follow.stdout.take().expect("stdout").read_to_string(&mut text).expect("read logs -f");
     assert!(follow.wait().expect("wait").success());
     assert_eq!(text.lines().collect::<Vec<_>>(), vec!["line1", "line2", "line3"]);
-    force_remove(&name);
+    e.force_remove(&name);
 }
 
-#[test]
-fn exec_plain_interactive_and_tty() {
-    let p = Proxy::start(&[]);
+fn exec_plain_interactive_and_tty(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let name = unique("exec");
     ok(p.docker(&["run", "-d", "--name", &name, IMAGE, "sleep", "300"]));
     assert_eq!(ok(p.docker(&["exec", &name, "echo", "from-exec"])), "from-exec");
@@ -70,12 +66,11 @@ fn exec_plain_interactive_and_tty() {
     assert!(out.contains("has-tty"), "tty exec output: {out:?}");
     let code = run_with_timeout(p.cmd(cli).args(["exec", &name, "sh", "-c", "exit 7"]), None, Duration::from_secs(30));
     assert_eq!(code.status.code(), Some(7), "exec exit codes come back through the proxy");
-    force_remove(&name);
+    e.force_remove(&name);
 }
 
-#[test]
-fn attach_receives_output_and_sends_stdin() {
-    let p = Proxy::start(&[]);
+fn attach_receives_output_and_sends_stdin(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let name = unique("attach");
     ok(p.docker(&["run", "-d", "-i", "--name", &name, IMAGE, "sh", "-c", "read x; echo got-$x"]));
     for cli in clis() {
@@ -94,12 +89,11 @@ fn attach_receives_output_and_sends_stdin() {
         ok(p.docker(&["rm", "-f", &name]));
         ok(p.docker(&["run", "-d", "-i", "--name", &name, IMAGE, "sh", "-c", "read x; echo got-$x"]));
     }
-    force_remove(&name);
+    e.force_remove(&name);
 }
 
-#[test]
-fn cp_multi_mib_file_both_directions_byte_for_byte() {
-    let p = Proxy::start(&[]);
+fn cp_multi_mib_file_both_directions_byte_for_byte(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let name = unique("cp");
     ok(p.docker(&["run", "-d", "--name", &name, IMAGE, "sleep", "300"]));
     let data: Vec<u8> = (0..(6 * 1024 * 1024u32)).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
@@ -109,12 +103,11 @@ fn cp_multi_mib_file_both_directions_byte_for_byte() {
     let back = p.workspace.join("back.bin");
     ok(p.docker(&["cp", &format!("{name}:/tmp/blob.bin"), back.to_str().expect("utf8")]));
     assert!(std::fs::read(&back).expect("read back") == data, "copied file differs");
-    force_remove(&name);
+    e.force_remove(&name);
 }
 
-#[test]
-fn events_stream_shows_a_container_starting() {
-    let p = Proxy::start(&[]);
+fn events_stream_shows_a_container_starting(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let name = unique("events");
     let cli = cli28().or(cli2010()).expect("cli");
     let mut ev = p
@@ -135,9 +128,8 @@ fn events_stream_shows_a_container_starting() {
     }
 }
 
-#[test]
-fn stats_no_stream_images_and_rm() {
-    let p = Proxy::start(&[]);
+fn stats_no_stream_images_and_rm(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let name = unique("stats");
     ok(p.docker(&["run", "-d", "--name", &name, IMAGE, "sleep", "300"]));
     let out = ok(p.docker(&["stats", "--no-stream", "--format", "{{.Name}}", &name]));
@@ -147,9 +139,8 @@ fn stats_no_stream_images_and_rm() {
     assert!(ok(p.docker(&["ps", "-aq", "--filter", &format!("name={name}")])).is_empty());
 }
 
-#[test]
-fn build_legacy_and_buildkit() {
-    let p = Proxy::start(&[]);
+fn build_legacy_and_buildkit(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let ctx = p.workspace.join("ctx");
     std::fs::create_dir_all(&ctx).expect("ctx");
     std::fs::write(ctx.join("Dockerfile"), format!("FROM {IMAGE}\nCOPY hello.txt /hello.txt\nCMD [\"cat\", \"/hello.txt\"]\n")).expect("dockerfile");
@@ -166,7 +157,7 @@ fn build_legacy_and_buildkit() {
         );
         ok(out);
         assert_eq!(ok(p.docker(&["run", "--rm", &tag])), "built-through-proxy", "DOCKER_BUILDKIT={mode}");
-        let _ = daemon(&["rmi", "-f", &tag]);
+        let _ = e.daemon(&["rmi", "-f", &tag]);
     }
     if mode_used_session(&p) {
         return;
@@ -178,9 +169,8 @@ fn mode_used_session(p: &Proxy) -> bool {
     p.audit_log().contains("\"endpoint\":\"Session\"")
 }
 
-#[test]
-fn volume_and_network_ls_create_rm() {
-    let p = Proxy::start(&[]);
+fn volume_and_network_ls_create_rm(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let vol = unique("vol");
     let net = unique("net");
     ok(p.docker(&["volume", "create", &vol]));
@@ -191,9 +181,8 @@ fn volume_and_network_ls_create_rm() {
     ok(p.docker(&["network", "rm", &net]));
 }
 
-#[test]
-fn image_save_and_load_stream_through_the_proxy() {
-    let p = Proxy::start(&[]);
+fn image_save_and_load_stream_through_the_proxy(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let tag = format!("{}:saved", unique("img"));
     ok(p.docker(&["tag", IMAGE, &tag]));
     let tar = p.workspace.join("img.tar");
@@ -204,3 +193,17 @@ fn image_save_and_load_stream_through_the_proxy() {
     assert!(out.contains(&tag), "{out}");
     ok(p.docker(&["rmi", &tag]));
 }
+
+per_engine!(
+    version_info_ps_with_both_clis,
+    run_rm_and_piped_stdin_half_close_with_both_clis,
+    run_detached_then_logs_follow_and_stop,
+    exec_plain_interactive_and_tty,
+    attach_receives_output_and_sends_stdin,
+    cp_multi_mib_file_both_directions_byte_for_byte,
+    events_stream_shows_a_container_starting,
+    stats_no_stream_images_and_rm,
+    build_legacy_and_buildkit,
+    volume_and_network_ls_create_rm,
+    image_save_and_load_stream_through_the_proxy,
+);

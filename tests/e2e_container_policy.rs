@@ -20,22 +20,22 @@ fn post(p: &Proxy, path: &str, body: &str) -> (u16, String) {
 }
 
 /// Removes the named containers when dropped, even if the test panics.
-struct Cleanup(Vec<String>);
+struct Cleanup(Engine, Vec<String>);
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        for n in &self.0 {
-            force_remove(n);
+        for n in &self.1 {
+            self.0.force_remove(n);
         }
     }
 }
 
-fn exists(name: &str) -> bool {
-    daemon(&["inspect", "--type", "container", name]).status.success()
+fn exists(e: &Engine, name: &str) -> bool {
+    e.daemon(&["inspect", "--type", "container", name]).status.success()
 }
 
 /// Asserts that what the daemon holds for `id` carries no forbidden setting.
 fn assert_confined(p: &Proxy, id: &str) -> Value {
-    let c = daemon_inspect(id);
+    let c = p.engine.inspect(id);
     let hc = &c["HostConfig"];
     assert_eq!(hc["Privileged"], false, "{id}: privileged");
     for k in ["NetworkMode", "PidMode", "IpcMode", "UTSMode", "UsernsMode"] {
@@ -69,9 +69,8 @@ fn assert_confined(p: &Proxy, id: &str) -> Value {
 
 /// `docker create` through the proxy with each CLI; every attack is refused, names its rule,
 /// and leaves nothing behind.
-#[test]
-fn cli_attacks_are_refused_and_name_the_rule() {
-    let p = Proxy::start(&[]);
+fn cli_attacks_are_refused_and_name_the_rule(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let attacks: &[(&[&str], &str)] = &[
         (&["--privileged"], "container.privileged"),
         (&["--network", "host"], "container.namespace.host"),
@@ -104,7 +103,7 @@ fn cli_attacks_are_refused_and_name_the_rule() {
     for cli in clis() {
         for (args, rule) in attacks {
             let name = unique("attack");
-            let _c = Cleanup(vec![name.clone()]);
+            let _c = Cleanup(e.clone(), vec![name.clone()]);
             let out = run_with_timeout(
                 p.cmd(cli).args(["create", "--name", &name]).args(*args).args([IMAGE, "true"]),
                 None,
@@ -113,20 +112,19 @@ fn cli_attacks_are_refused_and_name_the_rule() {
             let err = stderr(&out);
             assert!(!out.status.success(), "{cli} {args:?} was allowed");
             assert!(err.contains(&format!("(rule {rule})")) && err.contains("dockwarden: "), "{cli} {args:?}: {err}");
-            assert!(!exists(&name), "{cli} {args:?}: a container exists after the refusal");
+            assert!(!exists(e, &name), "{cli} {args:?}: a container exists after the refusal");
         }
     }
 }
 
 /// An allowed create with ports, binds and the Docker socket, as the daemon then holds it.
-#[test]
-fn allowed_create_is_confined_as_the_daemon_sees_it() {
-    let p = Proxy::start(&[]);
+fn allowed_create_is_confined_as_the_daemon_sees_it(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     std::fs::create_dir_all(p.workspace.join("src")).expect("mkdir");
     let src = format!("{}/src:/src", p.workspace.display());
     for cli in clis() {
         let name = unique("ok");
-        let _c = Cleanup(vec![name.clone()]);
+        let _c = Cleanup(e.clone(), vec![name.clone()]);
         let args = [
             "run", "-d", "--name", &name, "-p", "18080", "-p", "0.0.0.0::81", "-v", &src, "-v",
             "/var/run/docker.sock:/var/run/docker.sock", "--tmpfs", "/t:exec", "--cap-drop", "ALL",
@@ -149,9 +147,8 @@ fn allowed_create_is_confined_as_the_daemon_sees_it() {
 
 /// Bodies the CLI cannot send: legacy top-level fields, escaped and folded keys, duplicates,
 /// empty port lists, volume mounts with bind options, and start bodies.
-#[test]
-fn raw_bodies_the_cli_cannot_express() {
-    let p = Proxy::start(&[]);
+fn raw_bodies_the_cli_cannot_express(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let refused: &[(&str, &str)] = &[
         (r#"{"Image":"IMG","Privileged":true}"#, "container.privileged"),
         (r#"{"Image":"IMG","HostConfig":null,"NetworkMode":"host"}"#, "container.namespace.host"),
@@ -166,12 +163,12 @@ fn raw_bodies_the_cli_cannot_express() {
     ];
     for (body, rule) in refused {
         let name = unique("raw");
-        let _c = Cleanup(vec![name.clone()]);
+        let _c = Cleanup(e.clone(), vec![name.clone()]);
         let (status, text) = post(&p, &format!("/v1.41/containers/create?name={name}"), &body.replace("IMG", IMAGE));
         let want = if *rule == "request.body.invalid" { 400 } else { 403 };
         assert_eq!(status, want, "{body}: {text}");
         assert!(text.contains(&format!("(rule {rule})")), "{body}: {text}");
-        assert!(!exists(&name), "{body}: created anyway");
+        assert!(!exists(e, &name), "{body}: created anyway");
     }
     // Allowed, then inspected: empty port list, legacy top-level fields moved into HostConfig.
     let allowed = [
@@ -179,32 +176,35 @@ fn raw_bodies_the_cli_cannot_express() {
         r#"{"Image":"IMG","ExposedPorts":{"80/tcp":{}},"PortBindings":{"80/tcp":[{"HostIp":"localhost"}]},"Memory":67108864}"#,
         r#"{"Image":"IMG","ExposedPorts":{"7000/tcp":{}},"HostConfig":{"PublishAllPorts":true}}"#,
     ];
-    for body in allowed {
+    // Engine 26.1 (API 1.44 and later) ignores top-level HostConfig fields at its own API
+    // version; the proxy moves them into HostConfig before forwarding, so at /v1.45 they take
+    // effect (and are judged) just as at /v1.41.
+    let versions: &[&str] = if e.name == "20.10" { &["1.41"] } else { &["1.41", "1.45"] };
+    for (body, version) in allowed.iter().flat_map(|b| versions.iter().map(move |v| (*b, *v))) {
         let name = unique("rawok");
-        let _c = Cleanup(vec![name.clone()]);
-        let (status, text) = post(&p, &format!("/v1.41/containers/create?name={name}"), &body.replace("IMG", IMAGE));
+        let _c = Cleanup(e.clone(), vec![name.clone()]);
+        let (status, text) = post(&p, &format!("/v{version}/containers/create?name={name}"), &body.replace("IMG", IMAGE));
         assert_eq!(status, 201, "{body}: {text}");
         let c = assert_confined(&p, &name);
         assert!(c["HostConfig"]["PortBindings"].as_object().is_some_and(|m| !m.is_empty()), "{body}: no bindings");
         assert_eq!(c["HostConfig"]["PublishAllPorts"], false);
         if body.contains("Memory") {
-            assert_eq!(c["HostConfig"]["Memory"], 67108864, "legacy Memory was moved into HostConfig");
+            assert_eq!(c["HostConfig"]["Memory"], 67108864, "/v{version}: legacy Memory was moved into HostConfig");
         }
     }
 }
 
-#[test]
-fn start_bodies_are_refused() {
-    let p = Proxy::start(&[]);
+fn start_bodies_are_refused(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let name = unique("start");
-    let _c = Cleanup(vec![name.clone()]);
+    let _c = Cleanup(e.clone(), vec![name.clone()]);
     ok(p.docker(&["create", "--name", &name, IMAGE, "sleep", "30"]));
     let (s, t) = post(&p, &format!("/v1.23/containers/{name}/start"), r#"{"Privileged":true,"Binds":["/:/host"]}"#);
     assert_eq!(s, 403, "{t}");
     assert!(t.contains("(rule api.version)"), "{t}");
     let (s, t) = post(&p, &format!("/v1.41/containers/{name}/start"), r#"{"Privileged":true}"#);
     assert!(s == 403 && t.contains("(rule container.start_body)"), "{s} {t}");
-    assert_eq!(daemon_inspect(&name)["State"]["Running"], false);
+    assert_eq!(e.inspect(&name)["State"]["Running"], false);
     let (s, t) = post(&p, &format!("/v1.41/containers/{name}/start"), "{}");
     assert_eq!(s, 204, "{t}");
     assert_confined(&p, &name);
@@ -212,34 +212,32 @@ fn start_bodies_are_refused() {
 
 /// Joins: a foreign privileged container (like the sidecar's own) and a foreign plain one (host
 /// cgroupns on this cgroup-v1 engine) cannot be joined; a container made through the proxy can.
-#[test]
-fn joins_only_of_containers_that_pass_the_policy() {
-    let p = Proxy::start(&[]);
+fn joins_only_of_containers_that_pass_the_policy(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let (foreign, plain, clean, joiner) = (unique("foreign"), unique("plain"), unique("clean"), unique("joiner"));
-    let _c = Cleanup(vec![joiner.clone(), foreign.clone(), plain.clone(), clean.clone()]);
-    ok(daemon(&["create", "--name", &foreign, "--privileged", IMAGE, "sleep", "30"]));
-    ok(daemon(&["create", "--name", &plain, "-v", "/etc:/host-etc", IMAGE, "sleep", "30"]));
+    let _c = Cleanup(e.clone(), vec![joiner.clone(), foreign.clone(), plain.clone(), clean.clone()]);
+    ok(e.daemon(&["create", "--name", &foreign, "--privileged", IMAGE, "sleep", "30"]));
+    ok(e.daemon(&["create", "--name", &plain, "-v", "/etc:/host-etc", IMAGE, "sleep", "30"]));
     ok(p.docker(&["run", "-d", "--name", &clean, IMAGE, "sleep", "30"]));
     for target in [&foreign, &plain] {
         for how in [format!("--network=container:{target}"), format!("--pid=container:{target}"), format!("--volumes-from={target}")] {
             let out = p.docker(&["create", "--name", &joiner, &how, IMAGE, "true"]);
             assert!(!out.status.success(), "{how} allowed");
             assert!(stderr(&out).contains("(rule container.join)"), "{how}: {}", stderr(&out));
-            assert!(!exists(&joiner));
+            assert!(!exists(e, &joiner));
         }
     }
-    let clean_id = daemon_inspect(&clean)["Id"].as_str().expect("id").to_owned();
+    let clean_id = e.inspect(&clean)["Id"].as_str().expect("id").to_owned();
     ok(p.docker(&["run", "-d", "--name", &joiner, &format!("--network=container:{clean}"), "--volumes-from", &clean, IMAGE, "sleep", "30"]));
-    let c = daemon_inspect(&joiner);
+    let c = e.inspect(&joiner);
     assert_eq!(c["HostConfig"]["NetworkMode"], format!("container:{clean_id}"));
     assert_eq!(c["HostConfig"]["VolumesFrom"][0], clean_id.as_str());
 }
 
-#[test]
-fn exec_update_and_volume_attacks_are_refused() {
-    let p = Proxy::start(&[]);
+fn exec_update_and_volume_attacks_are_refused(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let (name, vol, vol2) = (unique("exec"), unique("vol"), unique("tmpvol"));
-    let _c = Cleanup(vec![name.clone()]);
+    let _c = Cleanup(e.clone(), vec![name.clone()]);
     ok(p.docker(&["run", "-d", "--name", &name, IMAGE, "sleep", "30"]));
     for cli in clis() {
         let out = p.cmd(cli).args(["exec", "--privileged", &name, "true"]).output().expect("exec");
@@ -254,25 +252,24 @@ fn exec_update_and_volume_attacks_are_refused() {
     assert!(stderr(&out).contains("(rule volume.options)"), "{}", stderr(&out));
     let out = p.docker(&["volume", "create", "--driver", "sshfs", &vol]);
     assert!(stderr(&out).contains("(rule volume.driver)"), "{}", stderr(&out));
-    assert!(!daemon(&["volume", "inspect", &vol]).status.success());
+    assert!(!e.daemon(&["volume", "inspect", &vol]).status.success());
     ok(p.docker(&["volume", "create", "--opt", "type=tmpfs", "--opt", "device=tmpfs", "--opt", "o=size=1m", &vol2]));
-    let _ = daemon(&["volume", "rm", &vol2]);
+    let _ = e.daemon(&["volume", "rm", &vol2]);
 }
 
 /// A container that binds the Docker socket gets the proxy's socket, so what it asks for from
 /// inside is policed too: a static Docker CLI (copied into the workspace, since a bind from
 /// `/usr/local/bin` would itself be refused) can list containers but not start a privileged one.
-#[test]
-fn docker_socket_inside_a_container_is_the_policed_proxy() {
+fn docker_socket_inside_a_container_is_the_policed_proxy(e: &Engine) {
     let Some(cli) = cli28() else {
         eprintln!("skipped: no static Docker CLI at /usr/local/bin/docker to run inside busybox");
         return;
     };
-    let p = Proxy::start(&[]);
+    let p = Proxy::start_on(e, &[]);
     std::fs::copy(cli, p.workspace.join("docker-cli")).expect("copy the CLI into the workspace");
     let inner = unique("inner");
     let outers = std::cell::RefCell::new(Vec::new());
-    let _c = Cleanup(vec![inner.clone()]);
+    let _c = Cleanup(e.clone(), vec![inner.clone()]);
     let bin = format!("{}/docker-cli:/docker:ro", p.workspace.display());
     let run_inside = |args: &[&str]| {
         let name = unique("outer");
@@ -286,8 +283,18 @@ fn docker_socket_inside_a_container_is_the_policed_proxy() {
     let refused = run_inside(&["create", "--name", &inner, "--privileged", IMAGE, "true"]);
     let text = format!("{}{}", stdout(&refused), stderr(&refused));
     assert!(text.contains("(rule container.privileged)"), "privileged create from inside: {text}");
-    assert!(!exists(&inner), "the inner privileged container exists");
+    assert!(!exists(e, &inner), "the inner privileged container exists");
     for o in outers.borrow().iter() {
-        force_remove(o);
+        e.force_remove(o);
     }
 }
+
+per_engine!(
+    cli_attacks_are_refused_and_name_the_rule,
+    allowed_create_is_confined_as_the_daemon_sees_it,
+    raw_bodies_the_cli_cannot_express,
+    start_bodies_are_refused,
+    joins_only_of_containers_that_pass_the_policy,
+    exec_update_and_volume_attacks_are_refused,
+    docker_socket_inside_a_container_is_the_policed_proxy,
+);

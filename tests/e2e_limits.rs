@@ -8,8 +8,8 @@ use std::process::Command;
 use std::time::Duration;
 
 /// A cgroup name for this test (the budget's names allow `[a-z0-9_]` only).
-fn cgroup_name(tag: &str) -> String {
-    format!("dwt_{tag}_{}", std::process::id())
+fn cgroup_name(e: &Engine, tag: &str) -> String {
+    format!("dwt_{tag}_{}_{}", e.tag(), std::process::id())
 }
 
 /// Removes the test's parent cgroup once its containers are gone (best effort).
@@ -42,16 +42,14 @@ fn post_create(sock: &std::path::Path) -> String {
     raw(sock, req.as_bytes())
 }
 
-#[test]
-fn eighty_parallel_creates_leave_exactly_the_default_cap_of_64() {
-    let d = PrivateDaemon::start("cap");
-    let name = cgroup_name("cap");
+fn eighty_parallel_creates_leave_exactly_the_default_cap_of_64(e: &Engine) {
+    let d = PrivateDaemon::start_on(e, "cap");
+    let name = cgroup_name(e, "cap");
     let _cg = CgroupCleanup(name.clone());
     let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
     let ws = dir.path().canonicalize().expect("canon").join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
-    let sock = d.socket.display().to_string();
-    let p = Proxy::start_with_upstream(dir, ws, &sock, &["--cgroup-name", &name]);
+    let p = Proxy::start_in_on(&d.engine(), dir, ws, &["--cgroup-name", &name]);
     assert_eq!(stdout(&d.cli(&["ps", "-aq"])), "", "the private daemon starts empty");
 
     let handles: Vec<_> = (0..80)
@@ -80,11 +78,10 @@ fn eighty_parallel_creates_leave_exactly_the_default_cap_of_64() {
     assert_eq!(parent, format!("/{name}"));
 }
 
-#[test]
-fn memory_budget_kills_a_container_that_allocates_past_it() {
-    let name = cgroup_name("mem");
+fn memory_budget_kills_a_container_that_allocates_past_it(e: &Engine) {
+    let name = cgroup_name(e, "mem");
     let _cg = CgroupCleanup(name.clone());
-    let p = Proxy::start(&["--cgroup-name", &name, "--memory-budget", "64m"]);
+    let p = Proxy::start_on(e, &["--cgroup-name", &name, "--memory-budget", "64m"]);
     let limit = std::fs::read_to_string(format!("/sys/fs/cgroup/memory/{name}/memory.limit_in_bytes")).expect("limit file");
     assert_eq!(limit.trim(), (64u64 << 20).to_string());
 
@@ -95,7 +92,7 @@ fn memory_budget_kills_a_container_that_allocates_past_it() {
     // Past it: 200 MiB held by `tail` (no newline, so it buffers everything) is OOM-killed.
     let big = unique("mem-big");
     let o = p.docker(&["run", "--name", &big, IMAGE, "sh", "-c", "head -c 200m /dev/zero | tail >/dev/null; echo rc=$?"]);
-    let state = daemon_inspect(&big);
+    let state = e.inspect(&big);
     let out = stdout(&o);
     eprintln!("past the budget: stdout {out:?}, exit {:?}, OOMKilled={}", o.status.code(), state["State"]["OOMKilled"]);
     // The kernel's OOM killer picks within the parent cgroup: `tail` (the shell prints 137) or
@@ -107,23 +104,22 @@ fn memory_budget_kills_a_container_that_allocates_past_it() {
     assert!(stderr(&o).contains("limits.memory"), "{}", stderr(&o));
     let fits = unique("mem-fits");
     ok(p.docker(&["create", "--name", &fits, "-m", "32m", IMAGE]));
-    assert_eq!(daemon_inspect(&fits)["HostConfig"]["Memory"], 32u64 << 20);
+    assert_eq!(e.inspect(&fits)["HostConfig"]["Memory"], 32u64 << 20);
     for c in [&small, &big, &fits] {
-        force_remove(c);
+        e.force_remove(c);
     }
 }
 
-#[test]
-fn pids_budget_stops_a_fork_loop() {
-    let name = cgroup_name("pids");
+fn pids_budget_stops_a_fork_loop(e: &Engine) {
+    let name = cgroup_name(e, "pids");
     let _cg = CgroupCleanup(name.clone());
-    let p = Proxy::start(&["--cgroup-name", &name, "--pids-budget", "40"]);
+    let p = Proxy::start_on(e, &["--cgroup-name", &name, "--pids-budget", "40"]);
     let max = std::fs::read_to_string(format!("/sys/fs/cgroup/pids/{name}/pids.max")).expect("pids.max");
     assert_eq!(max.trim(), "40");
     let c = unique("pids");
     let o = p.docker(&["run", "--name", &c, IMAGE, "sh", "-c", "for i in $(seq 100); do sleep 30 & done; echo started"]);
     let err = stderr(&o);
-    force_remove(&c);
+    e.force_remove(&c);
     eprintln!("fork loop under a 40-process budget: {}", err.lines().next().unwrap_or(""));
     assert!(err.contains("can't fork"), "stderr: {err}");
     let o = p.docker(&["create", "--pids-limit", "1000", IMAGE]);
@@ -147,26 +143,31 @@ fn proxy_refuses_to_start_when_the_budget_cannot_be_applied() {
     assert!(stderr(&o).contains("invalid cgroup name"), "{}", stderr(&o));
 }
 
-#[test]
-fn without_the_budget_containers_keep_the_daemon_default_parent() {
-    let p = Proxy::start(&["--no-cgroup-budget"]);
+fn without_the_budget_containers_keep_the_daemon_default_parent(e: &Engine) {
+    let p = Proxy::start_on(e, &["--no-cgroup-budget"]);
     let c = unique("nobudget");
     ok(p.docker(&["create", "--name", &c, IMAGE]));
-    let parent = daemon_inspect(&c)["HostConfig"]["CgroupParent"].clone();
-    force_remove(&c);
+    let parent = e.inspect(&c)["HostConfig"]["CgroupParent"].clone();
+    e.force_remove(&c);
     assert_eq!(parent, "");
 }
 
-#[test]
-fn pids_budget_holds_on_a_private_daemon_too() {
-    let d = PrivateDaemon::start("budget");
-    let name = cgroup_name("pdpids");
+fn pids_budget_holds_on_a_private_daemon_too(e: &Engine) {
+    let d = PrivateDaemon::start_on(e, "budget");
+    let name = cgroup_name(e, "pdpids");
     let _cg = CgroupCleanup(name.clone());
     let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
     let ws = dir.path().canonicalize().expect("canon").join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
-    let sock = d.socket.display().to_string();
-    let p = Proxy::start_with_upstream(dir, ws, &sock, &["--cgroup-name", &name, "--pids-budget", "40"]);
+    let p = Proxy::start_in_on(&d.engine(), dir, ws, &["--cgroup-name", &name, "--pids-budget", "40"]);
     let o = p.docker(&["run", "--rm", IMAGE, "sh", "-c", "for i in $(seq 100); do sleep 30 & done; echo started"]);
     assert!(stderr(&o).contains("can't fork"), "stderr: {}", stderr(&o));
 }
+
+per_engine!(
+    eighty_parallel_creates_leave_exactly_the_default_cap_of_64,
+    memory_budget_kills_a_container_that_allocates_past_it,
+    pids_budget_stops_a_fork_loop,
+    without_the_budget_containers_keep_the_daemon_default_parent,
+    pids_budget_holds_on_a_private_daemon_too,
+);

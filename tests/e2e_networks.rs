@@ -6,6 +6,7 @@ use common::*;
 
 /// Removes the test's networks and containers through the daemon on drop.
 struct Cleanup {
+    engine: Engine,
     containers: Vec<String>,
     networks: Vec<String>,
 }
@@ -13,22 +14,25 @@ struct Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         for c in &self.containers {
-            force_remove(c);
+            self.engine.force_remove(c);
         }
         for n in &self.networks {
-            let _ = daemon(&["network", "rm", n]);
+            let _ = self.engine.daemon(&["network", "rm", n]);
         }
     }
 }
 
-fn exists(network: &str) -> bool {
-    daemon(&["network", "inspect", network]).status.success()
+fn exists(e: &Engine, network: &str) -> bool {
+    e.daemon(&["network", "inspect", network]).status.success()
 }
 
-/// A subnet no host route covers: 10.(200+pid%50).(pid/50%250).0/24.
-fn free_subnet() -> String {
+/// A subnet no host route covers: 10.(200+pid%50).(pid/50%250 + engine offset).0/24. The proxy
+/// checks subnets against the routes of its own (the host's) network namespace, where Engine
+/// 20.10's bridges are: the two engines' tests, which run at once, take different subnets.
+fn free_subnet(e: &Engine) -> String {
     let pid = std::process::id();
-    format!("10.{}.{}.0/24", 200 + pid % 50, pid / 50 % 250)
+    let offset = if e.name == "20.10" { 0 } else { 125 };
+    format!("10.{}.{}.0/24", 200 + pid % 50, (pid / 50 + offset) % 250)
 }
 
 /// A host route with a real prefix (not the default route, not a Docker bridge).
@@ -40,14 +44,13 @@ fn host_route() -> Option<String> {
         .map(|r| format!("{}/{}", r.network, r.prefix))
 }
 
-#[test]
-fn network_create_allows_plain_bridges_and_refuses_the_rest() {
-    let p = Proxy::start(&[]);
+fn network_create_allows_plain_bridges_and_refuses_the_rest(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let ok_plain = unique("net-plain");
     let ok_tuned = unique("net-tuned");
-    let mut clean = Cleanup { containers: vec![], networks: vec![ok_plain.clone(), ok_tuned.clone()] };
+    let mut clean = Cleanup { engine: e.clone(), containers: vec![], networks: vec![ok_plain.clone(), ok_tuned.clone()] };
     ok(p.docker(&["network", "create", &ok_plain]));
-    let subnet = free_subnet();
+    let subnet = free_subnet(e);
     ok(p.docker(&["network", "create", "--subnet", &subnet, "--internal", "-o", "com.docker.network.driver.mtu=1400", &ok_tuned]));
     let refused: Vec<(Vec<String>, &str)> = vec![
         (vec!["-d".into(), "macvlan".into()], "network.driver"),
@@ -73,35 +76,34 @@ fn network_create_allows_plain_bridges_and_refuses_the_rest() {
         let o = p.docker(&a);
         assert!(!o.status.success(), "{args:?} was allowed");
         assert!(stderr(&o).contains(&format!("rule {rule}")), "{args:?}: {}", stderr(&o));
-        assert!(!exists(&name), "{args:?} reached the daemon");
+        assert!(!exists(e, &name), "{args:?} reached the daemon");
     }
     if let Some(route) = host_route() {
         let name = unique("net-overlap");
         clean.networks.push(name.clone());
         let o = p.docker(&["network", "create", "--subnet", &route, &name]);
         assert!(stderr(&o).contains("rule network.ipam"), "subnet {route}: {}", stderr(&o));
-        assert!(!exists(&name));
+        assert!(!exists(e, &name));
     }
     // The daemon's view: the allowed networks exist, with what was asked for.
-    let tuned = ok(daemon(&["network", "inspect", &ok_tuned]));
+    let tuned = ok(e.daemon(&["network", "inspect", &ok_tuned]));
     let v: serde_json::Value = serde_json::from_str(&tuned).expect("json");
     assert_eq!(v[0]["Driver"], "bridge");
     assert_eq!(v[0]["Options"]["com.docker.network.driver.mtu"], "1400");
     assert_eq!(v[0]["IPAM"]["Config"][0]["Subnet"], subnet.as_str());
-    assert!(exists(&ok_plain));
+    assert!(exists(e, &ok_plain));
 }
 
-#[test]
-fn containers_join_only_networks_that_pass_the_rules() {
-    let p = Proxy::start(&[]);
+fn containers_join_only_networks_that_pass_the_rules(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let good = unique("net-good");
     let admin = unique("net-admin");
     let c = unique("net-c");
     let c2 = unique("net-c2");
-    let _clean = Cleanup { containers: vec![c.clone(), c2.clone()], networks: vec![good.clone(), admin.clone()] };
+    let _clean = Cleanup { engine: e.clone(), containers: vec![c.clone(), c2.clone()], networks: vec![good.clone(), admin.clone()] };
     ok(p.docker(&["network", "create", &good]));
     // A network the proxy would not create, made directly on the daemon (as an admin might).
-    ok(daemon(&["network", "create", "-o", "com.docker.network.bridge.enable_icc=false", &admin]));
+    ok(e.daemon(&["network", "create", "-o", "com.docker.network.bridge.enable_icc=false", &admin]));
     ok(p.docker(&["create", "--name", &c, IMAGE, "sleep", "60"]));
 
     ok(p.docker(&["network", "connect", "--alias", "db", &good, &c]));
@@ -117,9 +119,14 @@ fn containers_join_only_networks_that_pass_the_rules() {
     assert!(stderr(&o).contains("rule network.connect"), "{}", stderr(&o));
     ok(p.docker(&["create", "--name", &c2, "--network", &good, IMAGE]));
 
-    let nets = daemon_inspect(&c)["NetworkSettings"]["Networks"].clone();
+    let nets = e.inspect(&c)["NetworkSettings"]["Networks"].clone();
     let names: Vec<&String> = nets.as_object().map(|o| o.keys().collect()).unwrap_or_default();
     assert!(names.contains(&&good), "{names:?}");
     assert!(!names.contains(&&admin) && !names.iter().any(|n| *n == "host"), "{names:?}");
     assert_eq!(nets[&good]["Aliases"].as_array().map(|a| a.iter().any(|x| x == "db")), Some(true));
 }
+
+per_engine!(
+    network_create_allows_plain_bridges_and_refuses_the_rest,
+    containers_join_only_networks_that_pass_the_rules,
+);

@@ -15,9 +15,8 @@ fn status_and_body(resp: &str) -> (u16, serde_json::Value) {
     (status, serde_json::from_str(body).unwrap_or(serde_json::Value::Null))
 }
 
-#[test]
-fn unknown_endpoint_gets_403_with_a_json_message_naming_the_rule() {
-    let p = Proxy::start(&[]);
+fn unknown_endpoint_gets_403_with_a_json_message_naming_the_rule(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let (status, body) = status_and_body(&p.raw(b"GET /v1.41/nope HTTP/1.1\r\nHost: x\r\n\r\n"));
     assert_eq!(status, 403);
     let msg = body["message"].as_str().expect("message");
@@ -25,9 +24,8 @@ fn unknown_endpoint_gets_403_with_a_json_message_naming_the_rule() {
     assert!(p.audit_log().contains("\"decision\":\"deny\""));
 }
 
-#[test]
-fn content_length_with_transfer_encoding_gets_400_and_never_reaches_the_daemon() {
-    let p = Proxy::start(&[]);
+fn content_length_with_transfer_encoding_gets_400_and_never_reaches_the_daemon(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let name = unique("smuggle");
     let body = format!("{{\"Image\":\"{IMAGE}\"}}");
     let req = format!(
@@ -37,20 +35,18 @@ fn content_length_with_transfer_encoding_gets_400_and_never_reaches_the_daemon()
     );
     let (status, _) = status_and_body(&p.raw(req.as_bytes()));
     assert_eq!(status, 400);
-    assert!(!daemon(&["inspect", &name]).status.success(), "the container must not exist");
+    assert!(!e.daemon(&["inspect", &name]).status.success(), "the container must not exist");
 }
 
-#[test]
-fn repeated_content_length_gets_400() {
-    let p = Proxy::start(&[]);
+fn repeated_content_length_gets_400(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let (status, body) = status_and_body(&p.raw(b"POST /v1.41/containers/create HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}"));
     assert_eq!(status, 400);
     assert!(body["message"].as_str().unwrap_or("").contains("ambiguous framing"));
 }
 
-#[test]
-fn oversized_json_body_gets_413() {
-    let p = Proxy::start(&[]);
+fn oversized_json_body_gets_413(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let big = format!("{{\"Image\":\"{IMAGE}\",\"Env\":[\"X={}\"]}}", "a".repeat(5 * 1024 * 1024));
     let req = format!("POST /v1.41/containers/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{big}", big.len());
     let (status, body) = status_and_body(&p.raw(req.as_bytes()));
@@ -58,9 +54,8 @@ fn oversized_json_body_gets_413() {
     assert!(body["message"].as_str().unwrap_or("").contains("limit"));
 }
 
-#[test]
-fn malformed_json_gets_400_and_duplicate_keys_are_refused() {
-    let p = Proxy::start(&[]);
+fn malformed_json_gets_400_and_duplicate_keys_are_refused(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     for body in [r#"{"Image": "#, r#"{"Image":"x","HostConfig":{"Privileged":false,"privileged":true}}"#] {
         let req = format!("POST /v1.41/containers/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len());
         let (status, json) = status_and_body(&p.raw(req.as_bytes()));
@@ -69,9 +64,8 @@ fn malformed_json_gets_400_and_duplicate_keys_are_refused() {
     }
 }
 
-#[test]
-fn encoded_slash_and_unclean_paths_are_refused() {
-    let p = Proxy::start(&[]);
+fn encoded_slash_and_unclean_paths_are_refused(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     for path in ["/v1.41/containers%2Fcreate", "//v1.41/containers/json", "/v1.41/x/../containers/json"] {
         let (status, json) = status_and_body(&p.raw(format!("POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").as_bytes()));
         assert_eq!(status, 403, "{path}");
@@ -79,16 +73,14 @@ fn encoded_slash_and_unclean_paths_are_refused() {
     }
 }
 
-#[test]
-fn http2_preface_is_refused() {
-    let p = Proxy::start(&[]);
+fn http2_preface_is_refused(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let resp = p.raw(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
     assert!(!resp.contains("HTTP/2") && !resp.contains(" 200 "), "h2 must not be served: {resp:?}");
 }
 
-#[test]
-fn form_encoded_bodies_are_refused_where_parameters_matter() {
-    let p = Proxy::start(&[]);
+fn form_encoded_bodies_are_refused_where_parameters_matter(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let body = "networkmode=host";
     let req = format!("POST /v1.41/build HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}", body.len());
     let (status, json) = status_and_body(&p.raw(req.as_bytes()));
@@ -96,9 +88,8 @@ fn form_encoded_bodies_are_refused_where_parameters_matter() {
     assert!(json["message"].as_str().unwrap_or("").contains("request.form_body"));
 }
 
-#[test]
-fn slow_client_is_cut_off_after_the_header_timeout() {
-    let p = Proxy::start(&["--header-timeout", "1"]);
+fn slow_client_is_cut_off_after_the_header_timeout(e: &Engine) {
+    let p = Proxy::start_on(e, &["--header-timeout", "1"]);
     let mut s = UnixStream::connect(&p.socket).expect("connect");
     s.write_all(b"GET /v1.41/info HTTP/1.1\r\nHost: x\r\n").expect("partial head");
     s.set_read_timeout(Some(Duration::from_secs(15))).expect("timeout");
@@ -111,9 +102,8 @@ fn slow_client_is_cut_off_after_the_header_timeout() {
     assert!(p.raw(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n").contains("200 OK"));
 }
 
-#[test]
-fn other_clients_are_served_while_one_streams_a_large_cp() {
-    let p = Proxy::start(&[]);
+fn other_clients_are_served_while_one_streams_a_large_cp(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let name = unique("bigcp");
     ok(p.docker(&["run", "-d", "--name", &name, IMAGE, "sleep", "300"]));
     let big = p.workspace.join("big.bin");
@@ -132,7 +122,7 @@ fn other_clients_are_served_while_one_streams_a_large_cp() {
     assert!(served >= 1, "no request was served while the copy ran");
     let size = ok(p.docker(&["exec", &name, "stat", "-c", "%s", "/tmp/big.bin"]));
     assert_eq!(size, (256 * 1024 * 1024).to_string());
-    force_remove(&name);
+    e.force_remove(&name);
 }
 
 #[test]
@@ -147,9 +137,8 @@ fn unreachable_daemon_gives_502_saying_so() {
     assert!(json["message"].as_str().unwrap_or("").contains("cannot reach the docker daemon"));
 }
 
-#[test]
-fn sigterm_drains_and_removes_the_socket_and_a_live_socket_is_never_stolen() {
-    let mut p = Proxy::start(&[]);
+fn sigterm_drains_and_removes_the_socket_and_a_live_socket_is_never_stolen(e: &Engine) {
+    let mut p = Proxy::start_on(e, &[]);
     // A second proxy on the same live socket must refuse to start.
     let second = std::process::Command::new(env!("CARGO_BIN_EXE_dockwarden"))
         .args(["proxy", "--listen"])
@@ -168,8 +157,7 @@ fn sigterm_drains_and_removes_the_socket_and_a_live_socket_is_never_stolen() {
     assert!(!p.socket.exists(), "socket removed on shutdown");
 }
 
-#[test]
-fn a_stale_socket_file_is_replaced() {
+fn a_stale_socket_file_is_replaced(e: &Engine) {
     let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
     let root = dir.path().canonicalize().expect("canon");
     let ws = root.join("ws");
@@ -177,13 +165,12 @@ fn a_stale_socket_file_is_replaced() {
     // A socket file nobody listens on, as left by a crash.
     drop(std::os::unix::net::UnixListener::bind(root.join("docker.sock")).expect("bind"));
     assert!(root.join("docker.sock").exists());
-    let p = Proxy::start_in(dir, ws, &[]);
+    let p = Proxy::start_in_on(e, dir, ws, &[]);
     assert!(p.raw(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n").contains("200 OK"));
 }
 
-#[test]
-fn api_versions_below_the_floor_are_refused_before_legacy_decode_paths() {
-    let p = Proxy::start(&[]);
+fn api_versions_below_the_floor_are_refused_before_legacy_decode_paths(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     // API < 1.24 makes a start body replace the HostConfig; the proxy refuses the version.
     let body = r#"{"Privileged":true}"#;
     let req = format!("POST /v1.23/containers/x/start HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len());
@@ -195,15 +182,14 @@ fn api_versions_below_the_floor_are_refused_before_legacy_decode_paths() {
     assert_eq!(status, 403);
 }
 
-#[test]
-fn dry_run_logs_would_deny_and_forwards() {
-    let p = Proxy::start(&["--dry-run"]);
+fn dry_run_logs_would_deny_and_forwards(e: &Engine) {
+    let p = Proxy::start_on(e, &["--dry-run"]);
     let name = unique("dry");
     // `create`, not `run`: this VM cannot start privileged containers at all.
     let out = p.docker(&["create", "--name", &name, "--privileged", IMAGE, "true"]);
     assert!(out.status.success(), "dry run forwards: {}", stderr(&out));
-    assert_eq!(daemon_inspect(&name)["HostConfig"]["Privileged"], true, "the daemon got the request");
-    force_remove(&name);
+    assert_eq!(e.inspect(&name)["HostConfig"]["Privileged"], true, "the daemon got the request");
+    e.force_remove(&name);
     let audit = p.audit_log();
     let line = audit.lines().find(|l| l.contains("ContainerCreate")).expect("create audited");
     let rec: serde_json::Value = serde_json::from_str(line).expect("json line");
@@ -213,9 +199,8 @@ fn dry_run_logs_would_deny_and_forwards() {
     assert!(p.log().contains("DRY RUN"), "dry run is loud in the log");
 }
 
-#[test]
-fn attach_websocket_upgrades_and_streams_output() {
-    let p = Proxy::start(&[]);
+fn attach_websocket_upgrades_and_streams_output(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let name = unique("ws");
     ok(p.docker(&["run", "-d", "--name", &name, IMAGE, "sh", "-c", "while true; do echo ws-out; sleep 0.2; done"]));
     let mut s = UnixStream::connect(&p.socket).expect("connect");
@@ -242,12 +227,11 @@ fn attach_websocket_upgrades_and_streams_output() {
     assert!(text.starts_with("HTTP/1.1 101"), "{text:?}");
     assert!(text.to_ascii_lowercase().contains("upgrade: websocket"), "{text:?}");
     assert!(text.contains("ws-out"), "no output frame arrived: {text:?}");
-    force_remove(&name);
+    e.force_remove(&name);
 }
 
-#[test]
-fn hijack_without_upgrade_is_refused_but_detached_exec_works() {
-    let p = Proxy::start(&[]);
+fn hijack_without_upgrade_is_refused_but_detached_exec_works(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let name = unique("noupg");
     ok(p.docker(&["run", "-d", "--name", &name, IMAGE, "sleep", "300"]));
     let (status, json) = status_and_body(&p.raw(format!("POST /v1.41/containers/{name}/attach?stream=1&stdout=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").as_bytes()));
@@ -264,12 +248,11 @@ fn hijack_without_upgrade_is_refused_but_detached_exec_works() {
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
     std::thread::sleep(Duration::from_millis(500));
     ok(p.docker(&["exec", &name, "test", "-f", "/tmp/detached-ran"]));
-    force_remove(&name);
+    e.force_remove(&name);
 }
 
-#[test]
-fn buildkit_grpc_endpoint_switches_to_h2c_through_the_proxy() {
-    let p = Proxy::start(&[]);
+fn buildkit_grpc_endpoint_switches_to_h2c_through_the_proxy(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let mut s = UnixStream::connect(&p.socket).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
     s.write_all(b"POST /grpc HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\nContent-Length: 0\r\n\r\n").expect("write");
@@ -304,9 +287,8 @@ fn prints_the_docker_host_line_on_start() {
     assert_eq!(line.trim(), format!("export DOCKER_HOST=unix://{}", sock.display()));
 }
 
-#[test]
-fn connection_bound_holds_extra_clients_until_a_slot_frees() {
-    let p = Proxy::start(&["--max-connections", "1"]);
+fn connection_bound_holds_extra_clients_until_a_slot_frees(e: &Engine) {
+    let p = Proxy::start_on(e, &["--max-connections", "1"]);
     let first = UnixStream::connect(&p.socket).expect("first");
     // The second client is accepted by the kernel but not served while the first holds the slot.
     let mut second = UnixStream::connect(&p.socket).expect("second");
@@ -324,9 +306,8 @@ fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
 }
 
-#[test]
-fn closed_event_streams_release_their_sockets() {
-    let p = Proxy::start(&[]);
+fn closed_event_streams_release_their_sockets(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let pid = p.child.id();
     assert!(p.raw(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n").contains("200 OK"));
     let before = open_fds(pid);
@@ -349,3 +330,25 @@ fn closed_event_streams_release_their_sockets() {
     }
     assert!(open_fds(pid) <= before + 5, "sockets of closed event streams are still open: {} vs {before}", open_fds(pid));
 }
+
+per_engine!(
+    unknown_endpoint_gets_403_with_a_json_message_naming_the_rule,
+    content_length_with_transfer_encoding_gets_400_and_never_reaches_the_daemon,
+    repeated_content_length_gets_400,
+    oversized_json_body_gets_413,
+    malformed_json_gets_400_and_duplicate_keys_are_refused,
+    encoded_slash_and_unclean_paths_are_refused,
+    http2_preface_is_refused,
+    form_encoded_bodies_are_refused_where_parameters_matter,
+    slow_client_is_cut_off_after_the_header_timeout,
+    other_clients_are_served_while_one_streams_a_large_cp,
+    sigterm_drains_and_removes_the_socket_and_a_live_socket_is_never_stolen,
+    a_stale_socket_file_is_replaced,
+    api_versions_below_the_floor_are_refused_before_legacy_decode_paths,
+    dry_run_logs_would_deny_and_forwards,
+    attach_websocket_upgrades_and_streams_output,
+    hijack_without_upgrade_is_refused_but_detached_exec_works,
+    buildkit_grpc_endpoint_switches_to_h2c_through_the_proxy,
+    connection_bound_holds_extra_clients_until_a_slot_frees,
+    closed_event_streams_release_their_sockets,
+);

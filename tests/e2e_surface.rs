@@ -16,21 +16,19 @@ fn post_json(p: &Proxy, path: &str, body: &str) -> String {
     )
 }
 
-#[test]
-fn swarm_init_is_refused_with_its_rule_id() {
-    let p = Proxy::start(&[]);
+fn swarm_init_is_refused_with_its_rule_id(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     for cli in clis() {
         let o = run_with_timeout(p.cmd(cli).args(["swarm", "init"]), None, std::time::Duration::from_secs(60));
         assert!(!o.status.success());
         assert!(stderr(&o).contains("rule system.swarm"), "{cli}: {}", stderr(&o));
     }
-    let info: serde_json::Value = serde_json::from_str(&ok(daemon(&["info", "--format", "{{json .Swarm}}"]))).expect("json");
+    let info: serde_json::Value = serde_json::from_str(&ok(e.daemon(&["info", "--format", "{{json .Swarm}}"]))).expect("json");
     assert_eq!(info["LocalNodeState"], "inactive");
 }
 
-#[test]
-fn plugin_install_is_refused_with_its_rule_id() {
-    let p = Proxy::start(&[]);
+fn plugin_install_is_refused_with_its_rule_id(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     for cli in clis() {
         let o = run_with_timeout(
             p.cmd(cli).args(["plugin", "install", "--grant-all-permissions", "x"]),
@@ -42,9 +40,8 @@ fn plugin_install_is_refused_with_its_rule_id() {
     }
 }
 
-#[test]
-fn swarm_plugin_distribution_and_checkpoint_endpoints_are_refused() {
-    let p = Proxy::start(&[]);
+fn swarm_plugin_distribution_and_checkpoint_endpoints_are_refused(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     for (method, path, rule) in [
         ("POST", "/v1.41/swarm/join", "system.swarm"),
         ("POST", "/v1.41/services/create", "system.swarm"),
@@ -82,12 +79,25 @@ const KIND_NODE: &str = r#"{"Image":"kindest/node:v1.29.2","Hostname":"kind-cont
   "PortBindings":{"6443/tcp":[{"HostIp":"127.0.0.1","HostPort":"0"}]},"RestartPolicy":{"Name":"on-failure","MaximumRetryCount":1}},
   "Volumes":{"/var":{}}}"#;
 
-#[test]
-fn rejects_buildx_docker_container_driver_because_its_container_is_privileged() {
-    let p = Proxy::start(&[]);
+fn rejects_buildx_docker_container_driver_because_its_container_is_privileged(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let buildx = cli28().map(|cli| run_with_timeout(p.cmd(cli).args(["buildx", "version"]), None, std::time::Duration::from_secs(30)));
     if buildx.is_some_and(|o| o.status.success()) {
-        let o = p.docker(&["buildx", "create", "--driver", "docker-container", "--name", &unique("bx"), "--bootstrap"]);
+        // buildx pulls its BuildKit image first and, when that fails (no registry here), goes on
+        // with a local image of that name: the test image stands in for it.
+        let bk = "moby/buildkit:buildx-stable-1";
+        let had = e.daemon(&["image", "inspect", bk]).status.success();
+        if !had {
+            ok(e.daemon(&["tag", IMAGE, bk]));
+        }
+        // A config directory of its own, so the builder record buildx writes goes with the test.
+        let mut create = p.cmd(cli28().expect("cli"));
+        create.env("DOCKER_CONFIG", p.workspace.join(".docker"));
+        create.args(["buildx", "create", "--driver", "docker-container", "--name", &unique("bx"), "--bootstrap"]);
+        let o = run_with_timeout(&mut create, None, std::time::Duration::from_secs(120));
+        if !had {
+            let _ = e.daemon(&["rmi", bk]);
+        }
         assert!(stderr(&o).contains("rule container.privileged"), "{}", stderr(&o));
     }
     let r = post_json(&p, "/v1.41/containers/create?name=buildx_buildkit_x0", BUILDX_CREATE);
@@ -95,9 +105,8 @@ fn rejects_buildx_docker_container_driver_because_its_container_is_privileged() 
     assert!(r.contains("container.privileged"), "{r}");
 }
 
-#[test]
-fn rejects_kind_node_containers() {
-    let p = Proxy::start(&[]);
+fn rejects_kind_node_containers(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let r = post_json(&p, "/v1.41/containers/create?name=kind-control-plane", KIND_NODE);
     assert_eq!(status(&r), 403, "{r}");
     assert!(r.contains("container.privileged"), "{r}");
@@ -108,3 +117,11 @@ fn rejects_kind_node_containers() {
     let r = post_json(&p, "/v1.41/containers/create?name=kind-control-plane", &unprivileged);
     assert_ne!(status(&r), 201, "{r}");
 }
+
+per_engine!(
+    swarm_init_is_refused_with_its_rule_id,
+    plugin_install_is_refused_with_its_rule_id,
+    swarm_plugin_distribution_and_checkpoint_endpoints_are_refused,
+    rejects_buildx_docker_container_driver_because_its_container_is_privileged,
+    rejects_kind_node_containers,
+);

@@ -75,6 +75,9 @@ pub async fn prepare(a: &BudgetArgs, policy: &Policy, up: &Upstream) -> anyhow::
     let sizes = Sizes::of(Machine::read()?, a.memory_budget.unwrap_or(share), a.pids_budget.unwrap_or(share));
     let parent = limits::install(layout, &a.cgroup_root, &a.cgroup_name, sizes)
         .context("the shared budget cannot be applied; pass --no-cgroup-budget to run without it")?;
+    for f in limits::daemon_config::budget_findings(std::fs::read_to_string(&a.daemon_config).ok().as_deref(), &parent) {
+        tracing::error!(daemon.config = %a.daemon_config.display(), "{}", f.text);
+    }
     tracing::info!(cgroup.parent = %parent, budget.memory = sizes.memory, budget.pids = sizes.pids, layout = ?layout, "shared budget in place");
     Ok(Budget { cgroup_parent: Some(parent), memory: Some(sizes.memory), pids: Some(sizes.pids) })
 }
@@ -82,7 +85,11 @@ pub async fn prepare(a: &BudgetArgs, policy: &Policy, up: &Upstream) -> anyhow::
 fn warn_daemon_config(a: &BudgetArgs, server_version: &str) {
     let text = std::fs::read_to_string(&a.daemon_config).ok();
     let major = server_version.split('.').next().and_then(|m| m.parse::<u64>().ok());
-    for w in limits::daemon_config::warnings(text.as_deref(), major) {
-        tracing::warn!(daemon.config = %a.daemon_config.display(), "{w}");
+    for f in limits::daemon_config::findings(text.as_deref(), major) {
+        if f.error {
+            tracing::error!(daemon.config = %a.daemon_config.display(), "{}", f.text);
+        } else {
+            tracing::warn!(daemon.config = %a.daemon_config.display(), "{}", f.text);
+        }
     }
 }

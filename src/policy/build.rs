@@ -5,9 +5,11 @@
 //! leaves the query string as the only source. Where dockerd reads the first value of a key, we
 //! check every value, so a repeated key cannot smuggle a second meaning past us.
 //!
-//! BuildKit's `/session` and `/grpc` are allowed: they carry HTTP/2 the proxy does not parse, so
-//! the daemon's `builder.Entitlements` (network-host and security-insecure off) is what holds
-//! there; `dockwarden proxy` warns at start-up when it can see that they are not set.
+//! BuildKit's `/session` and `/grpc` upgrades are allowed here. `/session` is tunnelled (the
+//! daemon is the gRPC client on it); `/grpc` is served as HTTP/2 by the proxy after the upgrade
+//! and every call on it is judged by `policy::grpc`. The daemon's `builder.Entitlements`
+//! (network-host and security-insecure off) is the second wall; `dockwarden proxy` logs an
+//! error at start-up when it can see that they are not set.
 
 use super::catalogue::Rule;
 use super::{Denial, Permitted, Policy, Request};
@@ -66,7 +68,7 @@ pub fn decide_build(req: &Request, policy: &Policy) -> Result<Permitted, Denial>
     Ok(Permitted::allow(req))
 }
 
-/// `POST /session` and `POST /grpc`: allowed; see the module comment for what guards them.
+/// `POST /session` and `POST /grpc` upgrades: allowed; see the module comment for what guards them.
 pub fn decide_buildkit(req: &Request) -> Result<Permitted, Denial> {
     Ok(Permitted::allow(req))
 }

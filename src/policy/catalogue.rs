@@ -99,6 +99,7 @@ pub fn all() -> Vec<Rule> {
         super::network::RULES,
         super::volume::RULES,
         super::build::RULES,
+        super::grpc::RULES,
         super::limits::RULES,
     ] {
         v.extend_from_slice(part);

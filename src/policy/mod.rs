@@ -11,6 +11,7 @@ pub mod config;
 pub mod container;
 pub mod endpoints;
 pub mod facts;
+pub mod grpc;
 pub mod kind;
 pub mod limits;
 pub mod network;

@@ -198,7 +198,9 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, peer: Pee
         (None, None) => body::full(raw_body),
     };
     let query = permitted.as_ref().and_then(|p| p.query()).map(Query::encode);
-    let resp = forward(&shared, parts, query, fwd_body, upgrade, session).await;
+    // `/grpc` is served as HTTP/2 by the proxy itself once upgraded (`super::grpc`).
+    let grpc = (route.endpoint == Endpoint::Grpc).then(|| (shared.clone(), peer));
+    let resp = forward(&shared, parts, query, fwd_body, upgrade, session, grpc).await;
     super::pins::after_create(&shared, pinned, resp).await
 }
 
@@ -259,6 +261,7 @@ async fn forward(
     fwd_body: ProxyBody,
     upgrade: Option<hyper::upgrade::OnUpgrade>,
     session: Option<(Arc<tokio::sync::Notify>, String)>,
+    grpc: Option<(Arc<Shared>, Peer)>,
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let pq = match query.as_deref().or(parts.uri.query()) {
         Some(q) if !q.is_empty() => format!("{}?{}", parts.uri.path(), q),
@@ -283,7 +286,10 @@ async fn forward(
         tokio::spawn(async move {
             let relay = async {
                 match (client_up.await, daemon_up.await) {
-                    (Ok(c), Ok(d)) => super::tunnel::relay(c, d).await,
+                    (Ok(c), Ok(d)) => match grpc {
+                        Some((shared, peer)) => super::grpc::serve(c, d, shared, peer).await,
+                        None => super::tunnel::relay(c, d).await,
+                    },
                     (c, d) => tracing::debug!(client = ?c.err(), daemon = ?d.err(), "upgrade failed"),
                 }
             };

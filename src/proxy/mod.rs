@@ -6,6 +6,7 @@ pub mod body;
 pub mod error;
 pub mod facts;
 pub mod framing;
+pub mod grpc;
 pub mod handler;
 pub mod memory;
 pub mod pins;

@@ -10,8 +10,227 @@ use std::time::{Duration, Instant};
 
 /// The image every end-to-end test uses, built by `fixtures/make-test-image.sh`.
 pub const IMAGE: &str = "dockwarden-test:latest";
-/// The daemon's socket.
+/// The default daemon's socket (Engine 20.10).
 pub const DAEMON: &str = "/var/run/docker.sock";
+
+/// One Docker Engine the end-to-end suites run against (docs/ci.md). `scripts/test.sh` exports
+/// where each one is: `DW_ENGINE20_SOCK`, `DW_ENGINE26_SOCK`, `DW_ENGINE26_NETNS`,
+/// `DW_ENGINE26_PREFIX`, and `DW_ENGINES_REQUIRED` (engines whose absence fails a test instead
+/// of skipping it). Without them the machine's defaults are probed.
+#[derive(Clone, Debug)]
+pub struct Engine {
+    /// "20.10" or "26.1".
+    pub name: &'static str,
+    /// The daemon's API socket.
+    pub socket: PathBuf,
+    /// The daemon's network namespace, when it is not the host's: published ports, its bridge
+    /// and its address pools live there, so whatever reaches a published port enters it.
+    pub netns: Option<PathBuf>,
+    /// Where its binaries were unpacked (`usr/sbin/dockerd`, ...), when not in the system.
+    pub prefix: Option<PathBuf>,
+}
+
+impl Engine {
+    /// "e20" or "e26", for names that must not collide between engines (cgroups, directories).
+    pub fn tag(&self) -> &'static str {
+        if self.name == "20.10" { "e20" } else { "e26" }
+    }
+
+    pub fn host(&self) -> String {
+        format!("unix://{}", self.socket.display())
+    }
+
+    /// The daemon's own CLI (not through the proxy): the oracle for what really exists.
+    pub fn daemon(&self, args: &[&str]) -> Output {
+        let cli = cli28().or(cli2010()).expect("a docker CLI");
+        let mut c = Command::new(cli);
+        c.env("DOCKER_HOST", self.host()).env_remove("DOCKER_CONTEXT").args(args);
+        run_with_timeout(&mut c, None, Duration::from_secs(120))
+    }
+
+    /// `docker inspect` through the daemon directly, parsed.
+    pub fn inspect(&self, id: &str) -> serde_json::Value {
+        let out = ok(self.daemon(&["inspect", id]));
+        let v: serde_json::Value = serde_json::from_str(&out).expect("inspect json");
+        v.get(0).cloned().expect("one object")
+    }
+
+    /// Removes a container through the daemon, ignoring errors (cleanup).
+    pub fn force_remove(&self, id: &str) {
+        let _ = self.daemon(&["rm", "-f", "-v", id]);
+    }
+
+    /// `program` run in the daemon's network namespace (`nsenter --net`, which leaves the mount
+    /// namespace and `/sys` alone), where its published ports listen.
+    pub fn in_netns(&self, program: &str) -> Command {
+        match &self.netns {
+            Some(ns) => {
+                let mut c = Command::new("nsenter");
+                c.arg(format!("--net={}", ns.display())).arg(program);
+                c
+            }
+            None => Command::new(program),
+        }
+    }
+
+    /// `dockerd` of this engine, with its containerd, docker-proxy and docker-init first on PATH.
+    pub fn dockerd(&self) -> Command {
+        match &self.prefix {
+            Some(prefix) => {
+                let path = format!(
+                    "{0}/usr/sbin:{0}/usr/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                    prefix.display()
+                );
+                let mut c = Command::new(prefix.join("usr/sbin/dockerd"));
+                c.env("PATH", path);
+                c
+            }
+            None => Command::new("dockerd"),
+        }
+    }
+}
+
+fn env_path(var: &str, default: &str) -> PathBuf {
+    std::env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(default))
+}
+
+fn answers(sock: &Path) -> bool {
+    UnixStream::connect(sock).is_ok() && raw(sock, b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n").contains(" 200 ")
+}
+
+/// Every engine whose socket answers, oldest first.
+pub fn engines() -> Vec<Engine> {
+    ["20.10", "26.1"].into_iter().filter_map(engine).collect()
+}
+
+/// The named engine if its socket answers.
+pub fn engine(name: &str) -> Option<Engine> {
+    let e = match name {
+        "20.10" => Engine { name: "20.10", socket: env_path("DW_ENGINE20_SOCK", DAEMON), netns: None, prefix: None },
+        "26.1" => {
+            let ns = env_path("DW_ENGINE26_NETNS", "/run/netns/docker26");
+            let prefix = env_path("DW_ENGINE26_PREFIX", "/opt/docker26");
+            Engine {
+                name: "26.1",
+                socket: env_path("DW_ENGINE26_SOCK", "/run/docker26/docker.sock"),
+                netns: ns.exists().then_some(ns),
+                prefix: prefix.exists().then_some(prefix),
+            }
+        }
+        _ => return None,
+    };
+    answers(&e.socket).then_some(e)
+}
+
+/// Runs `body` on the named engine; a missing engine is a printed skip, or a failure when
+/// `DW_ENGINES_REQUIRED` names it (CI).
+pub fn on_engine(name: &str, body: impl FnOnce(&Engine)) {
+    match engine(name) {
+        Some(e) => body(&e),
+        None => {
+            let required = std::env::var("DW_ENGINES_REQUIRED").unwrap_or_default();
+            assert!(!required.split([' ', ',']).any(|r| r == name), "Engine {name} is required (DW_ENGINES_REQUIRED) but does not answer");
+            eprintln!("skip: Engine {name} does not answer on its socket (scripts/setup.sh starts both engines)");
+        }
+    }
+}
+
+/// Generates, for each listed `fn name(e: &Engine)`, the tests `name::engine_20_10` and
+/// `name::engine_26_1`.
+#[allow(unused_macros, reason = "each test binary uses one of the two")]
+macro_rules! per_engine {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn engine_20_10() {
+                crate::common::on_engine("20.10", super::$name)
+            }
+            #[test]
+            fn engine_26_1() {
+                crate::common::on_engine("26.1", super::$name)
+            }
+        }
+    )*};
+}
+#[allow(unused_imports, reason = "each test binary uses one of the two")]
+pub(crate) use per_engine;
+
+/// A Compose implementation: v1 (Debian's python `docker-compose` 1.29) or v2 (the Go
+/// `docker compose` CLI plugin, 2.26).
+#[derive(Clone, Copy, Debug)]
+pub struct Compose {
+    /// "v1" or "v2".
+    pub name: &'static str,
+}
+
+impl Compose {
+    /// Both implementations.
+    pub const ALL: [Compose; 2] = [Compose { name: "v1" }, Compose { name: "v2" }];
+
+    /// `docker-compose` or `docker compose`, pointed at `docker_host`.
+    pub fn cmd(&self, docker_host: &str) -> Command {
+        let mut c = match self.name {
+            "v1" => Command::new("docker-compose"),
+            _ => {
+                let mut c = Command::new(cli28().or(cli2010()).unwrap_or("docker"));
+                c.arg("compose");
+                c
+            }
+        };
+        c.env("DOCKER_HOST", docker_host).env_remove("DOCKER_CONTEXT").env("COMPOSE_INTERACTIVE_NO_CLI", "1");
+        c
+    }
+
+    /// Whether it is installed (`version` runs); a missing one is a printed skip, or a failure
+    /// when `DW_COMPOSE_REQUIRED` names it (CI).
+    pub fn present(&self) -> bool {
+        let ok = self.cmd("unix:///nonexistent").arg("version").output().map(|o| o.status.success()).unwrap_or(false);
+        if !ok {
+            let required = std::env::var("DW_COMPOSE_REQUIRED").unwrap_or_default();
+            assert!(!required.split([' ', ',']).any(|r| r == self.name), "Compose {} is required but does not run", self.name);
+            eprintln!("skip: Compose {} is not installed (scripts/setup.sh installs both)", self.name);
+        }
+        ok
+    }
+}
+
+/// Runs `body` with the named engine and Compose implementation (skips as [`on_engine`] and
+/// [`Compose::present`] do).
+pub fn on_engine_compose(name: &str, compose: &str, body: fn(&Engine, Compose)) {
+    let c = Compose::ALL.into_iter().find(|c| c.name == compose).expect("a known compose");
+    if c.present() {
+        on_engine(name, |e| body(e, c));
+    }
+}
+
+/// Like [`per_engine!`] for `fn name(e: &Engine, c: Compose)`: the tests
+/// `name::compose_v1_engine_20_10`, `compose_v2_engine_20_10`, `compose_v1_engine_26_1` and
+/// `compose_v2_engine_26_1`.
+#[allow(unused_macros, reason = "each test binary uses one of the two")]
+macro_rules! per_engine_compose {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn compose_v1_engine_20_10() {
+                crate::common::on_engine_compose("20.10", "v1", super::$name)
+            }
+            #[test]
+            fn compose_v2_engine_20_10() {
+                crate::common::on_engine_compose("20.10", "v2", super::$name)
+            }
+            #[test]
+            fn compose_v1_engine_26_1() {
+                crate::common::on_engine_compose("26.1", "v1", super::$name)
+            }
+            #[test]
+            fn compose_v2_engine_26_1() {
+                crate::common::on_engine_compose("26.1", "v2", super::$name)
+            }
+        }
+    )*};
+}
+#[allow(unused_imports, reason = "each test binary uses one of the two")]
+pub(crate) use per_engine_compose;
 
 /// Docker CLI 28 (the machine's) when present.
 pub fn cli28() -> Option<&'static str> {
@@ -31,6 +250,8 @@ pub fn clis() -> Vec<&'static str> {
 /// A running proxy; killed and its temp directory removed on drop.
 pub struct Proxy {
     pub child: Child,
+    /// The engine behind it (for a [`PrivateDaemon`] upstream, the engine it runs).
+    pub engine: Engine,
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
     pub workspace: PathBuf,
@@ -58,6 +279,21 @@ impl Proxy {
         Self::start_with_upstream(dir, workspace, DAEMON, extra)
     }
 
+    /// Starts the proxy with the default policy in front of `e`.
+    pub fn start_on(e: &Engine, extra: &[&str]) -> Proxy {
+        let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
+        let workspace = dir.path().canonicalize().expect("canonical tempdir").join("ws");
+        std::fs::create_dir_all(&workspace).expect("workspace");
+        Self::start_in_on(e, dir, workspace, extra)
+    }
+
+    /// Starts the proxy in front of `e` for an existing workspace directory inside `dir`.
+    pub fn start_in_on(e: &Engine, dir: tempfile::TempDir, workspace: PathBuf, extra: &[&str]) -> Proxy {
+        let mut p = Self::start_with_upstream(dir, workspace, &e.socket.display().to_string(), extra);
+        p.engine = e.clone();
+        p
+    }
+
     /// Starts the proxy in front of another daemon socket (e.g. a [`PrivateDaemon`]).
     pub fn start_with_upstream(dir: tempfile::TempDir, workspace: PathBuf, upstream: &str, extra: &[&str]) -> Proxy {
         let root = dir.path().canonicalize().expect("canonical tempdir");
@@ -70,7 +306,12 @@ impl Proxy {
             std::fs::File::create(root.join("proxy.log")).expect("log file"),
         ));
         let child = cmd.spawn().expect("spawn dockwarden");
-        let p = Proxy { child, dir, socket, workspace, audit };
+        let engine = if upstream == DAEMON {
+            Engine { name: "20.10", socket: PathBuf::from(DAEMON), netns: None, prefix: None }
+        } else {
+            Engine { name: "private", socket: PathBuf::from(upstream), netns: None, prefix: None }
+        };
+        let p = Proxy { child, dir, socket, workspace, audit, engine };
         p.wait_ready();
         p
     }
@@ -105,6 +346,11 @@ impl Proxy {
         c.env("DOCKER_HOST", self.docker_host()).env_remove("DOCKER_CONTEXT").env("DOCKER_CLI_HINTS", "false");
         c.current_dir(&self.workspace);
         c
+    }
+
+    /// The daemon's own CLI (bypassing the proxy), as [`Engine::daemon`].
+    pub fn daemon(&self, args: &[&str]) -> Output {
+        self.engine.daemon(args)
     }
 
     /// Runs the default CLI (28 if present) with `args`, with a timeout.
@@ -228,15 +474,24 @@ pub struct PrivateDaemon {
     pub dir: PathBuf,
     pub socket: PathBuf,
     child: Option<Child>,
+    /// The engine whose binaries it runs.
+    base: Engine,
 }
 
 impl PrivateDaemon {
-    /// Starts a private daemon under `/tmp/dwpd-<name>` and imports the test image into it.
+    /// Starts a private Engine 20.10 under `/tmp/dwpd-<name>` and imports the test image into it.
     pub fn start(name: &str) -> PrivateDaemon {
-        let dir = PathBuf::from(format!("/tmp/dwpd-{name}"));
+        let base = Engine { name: "20.10", socket: PathBuf::from(DAEMON), netns: None, prefix: None };
+        Self::start_on(&base, name)
+    }
+
+    /// Starts a private daemon of engine `e`'s version (its binaries) under
+    /// `/tmp/dwpd-<name>-<e20|e26>` and imports the test image into it.
+    pub fn start_on(e: &Engine, name: &str) -> PrivateDaemon {
+        let dir = if e.name == "20.10" { PathBuf::from(format!("/tmp/dwpd-{name}")) } else { PathBuf::from(format!("/tmp/dwpd-{name}-{}", e.tag())) };
         let _ = std::fs::create_dir_all(&dir);
         let socket = dir.join("d.sock");
-        let mut d = PrivateDaemon { dir, socket, child: None };
+        let mut d = PrivateDaemon { dir, socket, child: None, base: e.clone() };
         d.spawn();
         let status = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/make-test-image.sh"))
             .env("DOCKER_HOST", d.host())
@@ -250,11 +505,25 @@ impl PrivateDaemon {
         format!("unix://{}", self.socket.display())
     }
 
+    /// This daemon as an [`Engine`] (its version's name, its socket and network namespace).
+    pub fn engine(&self) -> Engine {
+        let netns = self.child.as_ref().map(|c| PathBuf::from(format!("/proc/{}/ns/net", c.id())));
+        Engine { name: self.base.name, socket: self.socket.clone(), netns, prefix: self.base.prefix.clone() }
+    }
+
     fn spawn(&mut self) {
         let d = &self.dir;
         let log = std::fs::OpenOptions::new().create(true).append(true).open(d.join("dockerd.log")).expect("log");
-        let child = Command::new("unshare")
-            .args(["--net", "dockerd"])
+        let dockerd = self.base.dockerd();
+        let mut cmd = Command::new("unshare");
+        cmd.arg("--net").arg(dockerd.get_program());
+        for (k, v) in dockerd.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        let child = cmd
             .arg("--host").arg(self.host())
             .arg("--data-root").arg(d.join("root"))
             .arg("--exec-root").arg(d.join("exec"))

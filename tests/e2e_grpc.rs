@@ -1,0 +1,916 @@
+//! BuildKit's gRPC API (`POST /grpc`, what buildx and Compose v2 use) through the proxy, on both
+//! engines: each test is named after the attack it shows refused, or the build it shows working.
+
+mod common;
+use common::*;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+/// One engine under test. (Local helper; the shared engine list replaces it when merged.)
+struct Engine {
+    name: &'static str,
+    socket: &'static str,
+    /// The network namespace the daemon runs in (`None`: the host's).
+    netns: Option<&'static str>,
+}
+
+fn engines() -> Vec<Engine> {
+    let all = [
+        Engine {
+            name: "20.10",
+            socket: "/var/run/docker.sock",
+            netns: None,
+        },
+        Engine {
+            name: "26.1",
+            socket: "/run/docker26/docker.sock",
+            netns: Some("/run/netns/docker26"),
+        },
+    ];
+    all.into_iter()
+        .filter(|e| {
+            let there = Path::new(e.socket).exists();
+            if !there {
+                println!("SKIP engine {}: no daemon socket at {}", e.name, e.socket);
+            }
+            there
+        })
+        .collect()
+}
+
+/// buildx (a CLI plugin of the Docker CLI 28), or `None` with the reason printed.
+fn buildx() -> Option<&'static str> {
+    let cli = cli28()?;
+    let ok = Command::new(cli)
+        .args(["buildx", "version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        println!("SKIP: no buildx plugin for {cli}");
+    }
+    ok.then_some(cli)
+}
+
+fn proxy(e: &Engine, extra: &[&str]) -> Proxy {
+    let dir = tempfile::Builder::new()
+        .prefix("dwtest")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    let ws = dir.path().canonicalize().expect("canonical").join("ws");
+    std::fs::create_dir_all(&ws).expect("ws");
+    Proxy::start_with_upstream(dir, ws, e.socket, extra)
+}
+
+/// A build context in the workspace with this Dockerfile.
+fn context(p: &Proxy, name: &str, dockerfile: &str) -> PathBuf {
+    let ctx = p.workspace.join(name);
+    std::fs::create_dir_all(&ctx).expect("ctx");
+    std::fs::write(ctx.join("Dockerfile"), dockerfile).expect("Dockerfile");
+    ctx
+}
+
+fn buildx_build(p: &Proxy, cli: &str, args: &[&str]) -> Output {
+    let mut c = p.cmd(cli);
+    c.env("BUILDX_NO_DEFAULT_ATTESTATIONS", "1")
+        .args(["buildx", "build", "--progress=plain", "--pull=false"])
+        .args(args);
+    run_with_timeout(&mut c, None, Duration::from_secs(300))
+}
+
+/// Both streams, for messages and for "the step never ran" checks.
+fn all_output(o: &Output) -> String {
+    format!("{}{}", stdout(o), stderr(o))
+}
+
+#[test]
+fn host_network_run_step_is_refused_over_grpc() {
+    let Some(cli) = buildx() else { return };
+    for e in engines() {
+        let p = proxy(&e, &[]);
+        let ctx = context(
+            &p,
+            "hostnet",
+            &format!(
+                "FROM {IMAGE}\nRUN echo IFACES; ip -o link | grep -c . ; echo HOSTNET-$((40+2))\n"
+            ),
+        );
+        let ctx = ctx.to_str().expect("utf-8");
+        let o = buildx_build(
+            &p,
+            cli,
+            &[
+                "--no-cache",
+                "--allow",
+                "network.host",
+                "--network",
+                "host",
+                ctx,
+            ],
+        );
+        let out = all_output(&o);
+        assert!(
+            !o.status.success() && out.contains("rule build.entitlement"),
+            "{}: {out}",
+            e.name
+        );
+        assert!(!out.contains("HOSTNET-42"), "{}: the step ran", e.name);
+        // buildx adds the entitlement itself for `--network host`; the attribute
+        // `force-network-mode=host` alone is refused as `build.network` (tests/grpc_cases.rs).
+        let o = buildx_build(&p, cli, &["--no-cache", "--network", "host", ctx]);
+        let out = all_output(&o);
+        assert!(
+            !o.status.success()
+                && (out.contains("rule build.entitlement") || out.contains("rule build.network")),
+            "{}: {out}",
+            e.name
+        );
+        assert!(!out.contains("HOSTNET-42"), "{}: the step ran", e.name);
+        if e.name == "26.1" {
+            // `RUN --network=host` in the Dockerfile (the 20.10 frontend does not know the flag).
+            let ctx = context(
+                &p,
+                "runnet",
+                &format!("FROM {IMAGE}\nRUN --network=host ip -o link; echo RUNNET-$((40+2))\n"),
+            );
+            let ctx = ctx.to_str().expect("utf-8");
+            let o = buildx_build(&p, cli, &["--no-cache", "--allow", "network.host", ctx]);
+            let out = all_output(&o);
+            assert!(
+                !o.status.success() && out.contains("rule build.entitlement"),
+                "{out}"
+            );
+            // Without the entitlement BuildKit itself refuses the step.
+            let o = buildx_build(&p, cli, &["--no-cache", ctx]);
+            let out = all_output(&o);
+            assert!(
+                !o.status.success()
+                    && out.contains("network.host is not allowed")
+                    && !out.contains("RUNNET-42"),
+                "{out}"
+            );
+        }
+        assert!(
+            p.audit_log().contains("/moby.buildkit.v1.Control/Solve"),
+            "{}: the Solve call is audited",
+            e.name
+        );
+    }
+}
+
+#[test]
+fn insecure_entitlement_is_refused_over_grpc() {
+    let Some(cli) = buildx() else { return };
+    for e in engines() {
+        let p = proxy(&e, &[]);
+        let ctx = context(
+            &p,
+            "insecure",
+            &format!("FROM {IMAGE}\nRUN echo INSECURE-$((40+2))\n"),
+        );
+        let o = buildx_build(
+            &p,
+            cli,
+            &[
+                "--no-cache",
+                "--allow",
+                "security.insecure",
+                ctx.to_str().expect("utf-8"),
+            ],
+        );
+        let out = all_output(&o);
+        assert!(
+            !o.status.success()
+                && out.contains("rule build.entitlement")
+                && out.contains("security.insecure"),
+            "{}: {out}",
+            e.name
+        );
+        assert!(!out.contains("INSECURE-42"), "{}: the step ran", e.name);
+    }
+}
+
+/// A plain HTTP server in the daemon's network namespace, logging the requests it gets.
+struct HttpServer {
+    child: std::process::Child,
+    log: PathBuf,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl HttpServer {
+    fn start(netns: Option<&str>, port: u16) -> HttpServer {
+        let dir = tempfile::Builder::new()
+            .prefix("dwhttp")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let docroot = dir.path().join("www");
+        std::fs::create_dir_all(&docroot).expect("docroot");
+        // A gzip tar holding a Dockerfile: what `docker buildx build http://…/ctx.tar` fetches.
+        let src = dir.path().join("src");
+        std::fs::create_dir_all(&src).expect("src");
+        std::fs::write(
+            src.join("Dockerfile"),
+            format!("FROM {IMAGE}\nRUN echo FETCHED-$((40+2))\n"),
+        )
+        .expect("Dockerfile");
+        let st = Command::new("tar")
+            .arg("-czf")
+            .arg(docroot.join("ctx.tar"))
+            .arg("-C")
+            .arg(&src)
+            .arg("Dockerfile")
+            .status()
+            .expect("tar");
+        assert!(st.success());
+        let log = dir.path().join("http.log");
+        let mut c = match netns {
+            Some(ns) => {
+                let mut c = Command::new("nsenter");
+                c.arg(format!("--net={ns}")).arg("python3");
+                c
+            }
+            None => Command::new("python3"),
+        };
+        c.args([
+            "-u",
+            "-m",
+            "http.server",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+        ])
+        .arg(&docroot);
+        c.stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&log).expect("log")));
+        let child = c.spawn().expect("http server");
+        let s = HttpServer {
+            child,
+            log,
+            port,
+            _dir: dir,
+        };
+        for _ in 0..100 {
+            if std::fs::read_to_string(&s.log)
+                .unwrap_or_default()
+                .contains("Serving HTTP")
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        s
+    }
+
+    fn requests(&self) -> usize {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .matches("\"GET ")
+            .count()
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn daemon_fetched_remote_context_over_grpc_is_refused() {
+    let Some(cli) = buildx() else { return };
+    for (i, e) in engines().into_iter().enumerate() {
+        let port = 18_700
+            + u16::try_from(std::process::id() % 1000).unwrap_or(0)
+            + u16::try_from(i).unwrap_or(0) * 1000;
+        let http = HttpServer::start(e.netns, port);
+        let url = format!("http://127.0.0.1:{}/ctx.tar", http.port);
+        // The attack is real: straight to the daemon, BuildKit fetches the URL itself.
+        let mut direct = Command::new(cli);
+        direct
+            .env("DOCKER_HOST", format!("unix://{}", e.socket))
+            .args([
+                "buildx",
+                "build",
+                "--progress=plain",
+                "--pull=false",
+                "--no-cache",
+                &url,
+            ]);
+        let o = run_with_timeout(&mut direct, None, Duration::from_secs(300));
+        assert!(
+            http.requests() >= 1,
+            "{}: the daemon fetched nothing directly: {}",
+            e.name,
+            all_output(&o)
+        );
+        let before = http.requests();
+        let p = proxy(&e, &[]);
+        let o = buildx_build(&p, cli, &["--no-cache", &url]);
+        let out = all_output(&o);
+        assert!(
+            !o.status.success() && out.contains("rule build.remote"),
+            "{}: {out}",
+            e.name
+        );
+        assert_eq!(
+            http.requests(),
+            before,
+            "{}: the daemon fetched the URL through the proxy",
+            e.name
+        );
+        for git in [
+            format!("git://127.0.0.1:{}/repo.git", http.port),
+            format!("https://127.0.0.1:{}/repo.git#main", http.port),
+        ] {
+            let o = buildx_build(&p, cli, &["--no-cache", &git]);
+            let out = all_output(&o);
+            assert!(
+                !o.status.success() && out.contains("rule build.remote"),
+                "{}: {git}: {out}",
+                e.name
+            );
+        }
+        // A named context from a URL is refused the same way; a local one is not.
+        let ctx = context(
+            &p,
+            "named",
+            &format!("FROM {IMAGE}\nCOPY --from=extra Dockerfile /x\n"),
+        );
+        let o = buildx_build(
+            &p,
+            cli,
+            &[
+                "--no-cache",
+                "--build-context",
+                &format!("extra={url}"),
+                ctx.to_str().expect("utf-8"),
+            ],
+        );
+        assert!(
+            all_output(&o).contains("rule build.remote"),
+            "{}: {}",
+            e.name,
+            all_output(&o)
+        );
+        assert_eq!(http.requests(), before, "{}", e.name);
+    }
+}
+
+#[test]
+fn buildx_prune_follows_the_prune_policy() {
+    let Some(cli) = buildx() else { return };
+    for e in engines() {
+        let p = proxy(&e, &[]);
+        let o = run_with_timeout(
+            p.cmd(cli).args(["buildx", "prune", "-f", "--all"]),
+            None,
+            Duration::from_secs(120),
+        );
+        let out = all_output(&o);
+        assert!(
+            !o.status.success() && out.contains("rule system.prune"),
+            "{}: {out}",
+            e.name
+        );
+        // The same rule as the REST endpoint.
+        let r = p.raw(b"POST /v1.41/build/prune HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+        assert!(
+            r.starts_with("HTTP/1.1 403") && r.contains("system.prune"),
+            "{r}"
+        );
+        // Read-only cache listing (DiskUsage) is allowed.
+        let o = run_with_timeout(
+            p.cmd(cli).args(["buildx", "du"]),
+            None,
+            Duration::from_secs(120),
+        );
+        assert!(
+            o.status.success(),
+            "{}: buildx du: {}",
+            e.name,
+            all_output(&o)
+        );
+    }
+}
+
+#[test]
+fn legitimate_buildx_build_with_cache_mount_secret_and_two_stages_works() {
+    let Some(cli) = buildx() else { return };
+    for e in engines() {
+        let p = proxy(&e, &[]);
+        let ctx = context(
+            &p,
+            "legit",
+            &format!(
+                "FROM {IMAGE} AS base\nRUN --mount=type=cache,target=/cache echo hit >> /cache/count && wc -l < /cache/count > /n\n\
+                 RUN --mount=type=secret,id=tok cat /run/secrets/tok > /tok-copy\n\
+                 FROM {IMAGE}\nCOPY --from=base /tok-copy /n /out/\nRUN echo SECRET=$(cat /out/tok-copy) CACHE=$(cat /out/n)\n"
+            ),
+        );
+        let secret = p.workspace.join("tok");
+        std::fs::write(&secret, "s3cr3t-value\n").expect("secret");
+        let tag = unique("bxlegit");
+        let o = buildx_build(
+            &p,
+            cli,
+            &[
+                "--no-cache",
+                "--secret",
+                &format!("id=tok,src={}", secret.display()),
+                "-t",
+                &tag,
+                ctx.to_str().expect("utf-8"),
+            ],
+        );
+        let out = all_output(&o);
+        assert!(o.status.success(), "{}: {out}", e.name);
+        assert!(
+            out.contains("SECRET=s3cr3t-value CACHE="),
+            "{}: {out}",
+            e.name
+        );
+        let o = run_with_timeout(
+            p.cmd(cli).args(["image", "inspect", &tag]),
+            None,
+            Duration::from_secs(60),
+        );
+        assert!(o.status.success(), "{}: the image exists", e.name);
+        let _ = run_with_timeout(
+            p.cmd(cli).args(["image", "rm", &tag]),
+            None,
+            Duration::from_secs(60),
+        );
+        let log = p.audit_log();
+        assert!(
+            log.contains("/moby.buildkit.v1.frontend.LLBBridge/Solve")
+                && log.contains("/moby.buildkit.v1.Control/Status"),
+            "{}",
+            e.name
+        );
+    }
+}
+
+#[test]
+fn docker_compose_v2_build_works_over_grpc() {
+    let Some(cli) = buildx() else { return };
+    let compose_ok = Command::new(cli)
+        .args(["compose", "version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !compose_ok {
+        println!("SKIP: no Compose v2 plugin");
+        return;
+    }
+    for e in engines() {
+        let p = proxy(&e, &[]);
+        let ctx = context(
+            &p,
+            "composeapp",
+            &format!(
+                "FROM {IMAGE} AS one\nRUN echo one > /one\nFROM {IMAGE}\nCOPY --from=one /one /one\nRUN echo COMPOSE-$((40+2))\n"
+            ),
+        );
+        let tag = unique("cbuild");
+        std::fs::write(ctx.join("compose.yaml"), format!("services:\n  app:\n    build:\n      context: .\n      pull: false\n    image: {tag}:latest\n")).expect("compose");
+        let mut c = p.cmd(cli);
+        c.current_dir(&ctx)
+            .args(["compose", "--progress=plain", "build", "--no-cache"]);
+        let o = run_with_timeout(&mut c, None, Duration::from_secs(300));
+        let out = all_output(&o);
+        assert!(
+            o.status.success() && out.contains("COMPOSE-42"),
+            "{}: {out}",
+            e.name
+        );
+        assert!(
+            p.audit_log().contains("/moby.buildkit.v1.Control/Solve"),
+            "{}: Compose v2 built over /grpc",
+            e.name
+        );
+        let _ = run_with_timeout(
+            p.cmd(cli).args(["image", "rm", &format!("{tag}:latest")]),
+            None,
+            Duration::from_secs(60),
+        );
+    }
+}
+
+/// Raw gRPC over the proxy: `POST /grpc` with `Upgrade: h2c`, then HTTP/2 on the upgraded
+/// connection, as buildx does it.
+mod raw {
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    pub struct Answer {
+        pub status: Option<String>,
+        pub message: String,
+    }
+
+    /// Calls `method` with one gRPC frame (`flag`, `payload`) and returns the gRPC status.
+    pub async fn call(sock: &std::path::Path, method: &str, flag: u8, payload: &[u8]) -> Answer {
+        let io = TokioIo::new(
+            tokio::net::UnixStream::connect(sock)
+                .await
+                .expect("connect"),
+        );
+        let (mut send, conn) = hyper::client::conn::http1::handshake::<_, Full<Bytes>>(io)
+            .await
+            .expect("http1");
+        tokio::spawn(conn.with_upgrades());
+        let req = http::Request::post("/grpc")
+            .header("host", "x")
+            .header("upgrade", "h2c")
+            .header("connection", "Upgrade")
+            .body(Full::new(Bytes::new()))
+            .expect("request");
+        let resp = send.send_request(req).await.expect("upgrade request");
+        assert_eq!(resp.status(), 101, "the daemon switched to h2c");
+        let up = hyper::upgrade::on(resp).await.expect("upgraded");
+        let (mut h2, conn) =
+            hyper::client::conn::http2::handshake::<_, _, Full<Bytes>>(TokioExecutor::new(), up)
+                .await
+                .expect("h2");
+        tokio::spawn(conn);
+        let mut body = vec![flag];
+        body.extend_from_slice(&u32::try_from(payload.len()).expect("len").to_be_bytes());
+        body.extend_from_slice(payload);
+        let req = http::Request::post(format!("http://localhost{method}"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(Full::new(Bytes::from(body)))
+            .expect("request");
+        let resp = h2.send_request(req).await.expect("call");
+        let head = resp.headers().clone();
+        let collected = resp.into_body().collect().await.expect("body");
+        let trailers = collected.trailers().cloned().unwrap_or_default();
+        let get = |k: &str| {
+            head.get(k)
+                .or_else(|| trailers.get(k))
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        Answer {
+            status: get("grpc-status"),
+            message: get("grpc-message").unwrap_or_default(),
+        }
+    }
+}
+
+#[test]
+fn unknown_grpc_method_is_refused() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    for e in engines() {
+        let p = proxy(&e, &[]);
+        rt.block_on(async {
+            let a = raw::call(&p.socket, "/moby.buildkit.v1.Control/NoSuchMethod", 0, &[]).await;
+            assert_eq!(
+                a.status.as_deref(),
+                Some("7"),
+                "{}: PERMISSION_DENIED",
+                e.name
+            );
+            assert!(
+                a.message.contains("rule build.grpc_method"),
+                "{}: {}",
+                e.name,
+                a.message
+            );
+            let a = raw::call(
+                &p.socket,
+                "/moby.buildkit.v1.frontend.LLBBridge/NewContainer",
+                0,
+                &[],
+            )
+            .await;
+            assert_eq!(a.status.as_deref(), Some("7"), "{}", e.name);
+            // A known read-only method goes through the same connection kind to the daemon.
+            let a = raw::call(&p.socket, "/moby.buildkit.v1.Control/ListWorkers", 0, &[]).await;
+            assert_eq!(
+                a.status.as_deref(),
+                Some("0"),
+                "{}: ListWorkers: {}",
+                e.name,
+                a.message
+            );
+            // An unparseable Solve message ends its stream with an error; it is not forwarded.
+            let a = raw::call(
+                &p.socket,
+                "/moby.buildkit.v1.Control/Solve",
+                0,
+                &[0xff, 0xff, 0xff, 0xff],
+            )
+            .await;
+            assert_eq!(
+                a.status.as_deref(),
+                Some("3"),
+                "{}: INVALID_ARGUMENT: {}",
+                e.name,
+                a.message
+            );
+            let a = raw::call(
+                &p.socket,
+                "/moby.buildkit.v1.Control/Solve",
+                1,
+                &[0x0a, 0x01, 0x61],
+            )
+            .await;
+            assert_eq!(
+                a.status.as_deref(),
+                Some("3"),
+                "{}: compressed: {}",
+                e.name,
+                a.message
+            );
+            // A message over the cap is refused.
+            let big = vec![0u8; (16 << 20) + 1];
+            let a = raw::call(&p.socket, "/moby.buildkit.v1.Control/Solve", 0, &big).await;
+            assert_eq!(
+                a.status.as_deref(),
+                Some("8"),
+                "{}: RESOURCE_EXHAUSTED: {}",
+                e.name,
+                a.message
+            );
+        });
+        let log = p.audit_log();
+        assert!(
+            log.contains("NoSuchMethod") && log.contains("\"decision\":\"deny\""),
+            "{}: audited",
+            e.name
+        );
+    }
+}
+
+/// Removes a test's parent cgroup once its processes are gone (best effort).
+struct CgroupCleanup(String);
+
+impl Drop for CgroupCleanup {
+    fn drop(&mut self) {
+        for ctl in ["memory", "pids"] {
+            let dir = format!("/sys/fs/cgroup/{ctl}/{}", self.0);
+            // BuildKit leaves `buildkit/` beneath the parent; remove the tree bottom-up.
+            let mut dirs = Vec::new();
+            collect_dirs(Path::new(&dir), &mut dirs);
+            for d in dirs.iter().rev() {
+                let _ = std::fs::remove_dir(d);
+            }
+        }
+    }
+}
+
+fn collect_dirs(d: &Path, out: &mut Vec<PathBuf>) {
+    if !d.is_dir() {
+        return;
+    }
+    out.push(d.to_owned());
+    for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            collect_dirs(&e.path(), out);
+        }
+    }
+}
+
+/// Every process in a cgroup tree (cgroup v1 `pids` hierarchy).
+fn procs_in(root: &Path) -> Vec<i32> {
+    let mut dirs = Vec::new();
+    collect_dirs(root, &mut dirs);
+    dirs.iter()
+        .flat_map(|d| {
+            std::fs::read_to_string(d.join("cgroup.procs"))
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect()
+}
+
+#[test]
+fn run_step_budget_holds_over_grpc() {
+    let Some(cli) = buildx() else { return };
+    if !Path::new("/sys/fs/cgroup/pids").is_dir() {
+        println!("SKIP: this test reads the cgroup v1 pids hierarchy");
+        return;
+    }
+    for e in engines() {
+        if e.name == "20.10" {
+            println!(
+                "SKIP engine 20.10: its BuildKit ignores the `cgroup-parent` frontend attribute (RUN steps stay under the daemon's \
+                 cgroup parent, see docs/limits.md); the daemon's own `cgroup-parent` is what places them"
+            );
+            continue;
+        }
+        let name = format!("dwt_bkpids_{}", std::process::id());
+        let _cg = CgroupCleanup(name.clone());
+        let p = proxy(&e, &["--cgroup-name", &name, "--pids-budget", "40"]);
+        let root = PathBuf::from(format!("/sys/fs/cgroup/pids/{name}"));
+        let current = || {
+            std::fs::read_to_string(root.join("pids.current"))
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        assert_eq!(current(), 0, "the budget starts empty");
+
+        // 12 processes that live until the test ends them: they are counted in the budget.
+        let ctx = context(
+            &p,
+            "budget",
+            &format!(
+                "FROM {IMAGE}\nRUN grep pids /proc/self/cgroup; for i in $(seq 12); do sleep 1000 & done; sleep 1000 || true; echo BUDGET-$((40+2))\n"
+            ),
+        );
+        let log = p.workspace.join("budget-build.log");
+        let mut c = p.cmd(cli);
+        c.env("BUILDX_NO_DEFAULT_ATTESTATIONS", "1")
+            .args([
+                "buildx",
+                "build",
+                "--progress=plain",
+                "--pull=false",
+                "--no-cache",
+            ])
+            .arg(&ctx);
+        let f = std::fs::File::create(&log).expect("log");
+        c.stdout(Stdio::from(f.try_clone().expect("dup")))
+            .stderr(Stdio::from(f));
+        let mut child = c.spawn().expect("buildx");
+        // Wait (bounded) until the step's 13 sleeps exist, then end them.
+        let sleeping = || -> Vec<i32> {
+            procs_in(&root)
+                .into_iter()
+                .filter(|pid| {
+                    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                        .is_ok_and(|c| c.trim() == "sleep")
+                })
+                .collect()
+        };
+        let mut seen = 0;
+        let mut sleeps = Vec::new();
+        for _ in 0..3000 {
+            sleeps = sleeping();
+            if sleeps.len() >= 13 {
+                seen = current();
+                break;
+            }
+            if child.try_wait().ok().flatten().is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for pid in &sleeps {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
+        let status = child.wait().expect("wait");
+        let out = std::fs::read_to_string(&log).unwrap_or_default();
+        println!(
+            "engine {}: the RUN step's processes in the budget: pids.current = {seen}, {} sleeps ended by the test",
+            e.name,
+            sleeps.len()
+        );
+        assert!(seen >= 13, "{}: pids.current was {seen}: {out}", e.name);
+        assert!(
+            sleeps.len() >= 13,
+            "{}: {} sleeps found in the budget's cgroups",
+            e.name,
+            sleeps.len()
+        );
+        assert!(
+            status.success() && out.contains("BUDGET-42"),
+            "{}: {out}",
+            e.name
+        );
+        assert!(
+            out.contains(&format!("pids:/{name}/")),
+            "{}: the step ran beneath the parent: {out}",
+            e.name
+        );
+
+        // A fork loop past the budget's pids.max (40) is stopped by the kernel.
+        let ctx = context(
+            &p,
+            "forkloop",
+            &format!(
+                "FROM {IMAGE}\nRUN for i in $(seq 100); do sleep 30 & done; echo FORKED-$((40+2))\n"
+            ),
+        );
+        let o = buildx_build(&p, cli, &["--no-cache", ctx.to_str().expect("utf-8")]);
+        let out = all_output(&o);
+        assert!(
+            !o.status.success() && out.contains("can't fork") && !out.contains("FORKED-42"),
+            "{}: {out}",
+            e.name
+        );
+        for pid in procs_in(&root) {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
+    }
+}
+
+/// A private Engine 20.10 dockerd (own data root, exec root, socket and network namespace)
+/// started with `--cgroup-parent`, for the daemon-side half of the build budget.
+struct CgroupParentDaemon {
+    child: std::process::Child,
+    dir: PathBuf,
+}
+
+impl CgroupParentDaemon {
+    fn start(tag: &str, cgroup_parent: &str) -> Option<CgroupParentDaemon> {
+        if !Path::new("/usr/sbin/dockerd").exists() {
+            println!("SKIP: no Engine 20.10 dockerd at /usr/sbin/dockerd");
+            return None;
+        }
+        let dir = PathBuf::from(format!("/tmp/dwpd-{tag}"));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let log = std::fs::File::create(dir.join("dockerd.log")).expect("log");
+        let child = Command::new("unshare")
+            .args(["--net", "/usr/sbin/dockerd", "--host"])
+            .arg(format!("unix://{}", dir.join("d.sock").display()))
+            .arg("--data-root")
+            .arg(dir.join("root"))
+            .arg("--exec-root")
+            .arg(dir.join("exec"))
+            .arg("--pidfile")
+            .arg(dir.join("dockerd.pid"))
+            .arg("--cgroup-parent")
+            .arg(cgroup_parent)
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("dockerd");
+        let d = CgroupParentDaemon { child, dir };
+        let host = d.host();
+        for _ in 0..300 {
+            if Command::new("/usr/bin/docker").env("DOCKER_HOST", &host).arg("version").output().is_ok_and(|o| o.status.success()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let st = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/make-test-image.sh")).env("DOCKER_HOST", &host).status().expect("image");
+        assert!(st.success(), "importing the test image");
+        Some(d)
+    }
+
+    fn socket(&self) -> String {
+        self.dir.join("d.sock").display().to_string()
+    }
+
+    fn host(&self) -> String {
+        format!("unix://{}", self.socket())
+    }
+}
+
+impl Drop for CgroupParentDaemon {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn run_step_budget_holds_on_engine_20_10_with_the_daemon_cgroup_parent() {
+    let Some(cli) = buildx() else { return };
+    let Some(cli2010) = cli2010() else {
+        println!("SKIP: no Docker CLI 20.10 for the /build?version=2 path");
+        return;
+    };
+    let name = format!("dwt_pdbk_{}", std::process::id());
+    let _cg = CgroupCleanup(name.clone());
+    let Some(d) = CgroupParentDaemon::start(&format!("grpcbk{}", std::process::id()), &format!("/{name}")) else { return };
+    let conf = tempfile::NamedTempFile::new().expect("conf");
+    std::fs::write(conf.path(), "{}").expect("conf");
+    let sock = d.socket();
+    let e = Engine { name: "20.10 (private)", socket: Box::leak(sock.into_boxed_str()), netns: None };
+    let conf_path = conf.path().to_str().expect("utf-8").to_owned();
+    let p = proxy(&e, &["--cgroup-name", &name, "--pids-budget", "40", "--daemon-config", &conf_path]);
+    // The defense the daemon must mirror: entitlements and cgroup parent left at their
+    // defaults are start-up errors.
+    let log = p.log();
+    assert!(log.contains("ERROR") && log.contains("network-host") && log.contains("`cgroup-parent` is not"), "{log}");
+
+    let ctx = context(&p, "pdfork", &format!("FROM {IMAGE}\nRUN grep pids /proc/self/cgroup; for i in $(seq 100); do sleep 30 & done; echo FORKED-$((40+2))\n"));
+    let ctx = ctx.to_str().expect("utf-8");
+    // /grpc (buildx).
+    let o = buildx_build(&p, cli, &["--no-cache", ctx]);
+    let out = all_output(&o);
+    assert!(!o.status.success() && out.contains("can't fork") && !out.contains("FORKED-42"), "/grpc: {out}");
+    assert!(out.contains(&format!("pids:/{name}/buildkit/")), "/grpc: the step ran beneath the parent: {out}");
+    // /build?version=2 (the 20.10 CLI with BuildKit).
+    let mut c = p.cmd(cli2010);
+    c.env("DOCKER_BUILDKIT", "1").args(["build", "--progress=plain", "--no-cache", ctx]);
+    let o = run_with_timeout(&mut c, None, Duration::from_secs(300));
+    let out = all_output(&o);
+    assert!(!o.status.success() && out.contains("can't fork") && !out.contains("FORKED-42"), "/build?version=2: {out}");
+    assert!(out.contains(&format!("pids:/{name}/buildkit/")), "/build?version=2: {out}");
+    let root = PathBuf::from(format!("/sys/fs/cgroup/pids/{name}"));
+    for pid in procs_in(&root) {
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+    }
+    let _ = Command::new("/usr/bin/docker").env("DOCKER_HOST", d.host()).args(["builder", "prune", "-af"]).output();
+}
