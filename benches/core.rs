@@ -90,6 +90,7 @@ fn fake_facts(qs: Vec<FactQuery>) -> Facts {
             }
             FactQuery::ContainerCount => f.container_count = Some(3),
             FactQuery::HostRoutes => f.host_routes = Some(Vec::new()),
+            FactQuery::SwarmState => f.swarm_state = Some("inactive".into()),
         }
     }
     f

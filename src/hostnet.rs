@@ -1,9 +1,14 @@
-//! Host network facts the policy needs: the IPv4 routing table, read from `/proc/net/route`.
+//! Host network facts the policy needs: the IPv4 routing table of the daemon's network
+//! namespace.
 //!
-//! The proxy reads its own network namespace, which is the daemon's in every supported
-//! deployment (both run on the host). A daemon in another namespace needs its own proxy there.
+//! The daemon may run in another network namespace than the proxy (a per-workspace private
+//! dockerd, or the 26.1 engine in `/run/netns/docker26`): its bridges, and the subnets it picks,
+//! are judged against *its* routes. [`daemon_routes`] finds the daemon's pid with `SO_PEERCRED`
+//! on a fresh connection to its socket and reads `/proc/<pid>/net/route`, which shows the table
+//! of that process's network namespace.
 
 use std::net::Ipv4Addr;
+use std::path::Path;
 
 use crate::policy::facts::HostRoute;
 
@@ -14,11 +19,32 @@ pub enum RouteError {
     Read(#[from] std::io::Error),
     #[error("unexpected line in `/proc/net/route`: `{0}`")]
     Parse(String),
+    #[error("the daemon at `{0}` has no pid visible here (another pid namespace)")]
+    NoPid(String),
 }
 
-/// The main table's IPv4 routes.
+/// The main table's IPv4 routes of the proxy's own network namespace.
 pub fn routes() -> Result<Vec<HostRoute>, RouteError> {
     parse(&std::fs::read_to_string("/proc/net/route")?)
+}
+
+/// The pid at the other end of the daemon socket (`SO_PEERCRED`: the process that listens).
+pub fn daemon_pid(socket: &Path) -> Result<i32, RouteError> {
+    let s = std::os::unix::net::UnixStream::connect(socket)?;
+    let cred = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials).map_err(std::io::Error::from)?;
+    match cred.pid() {
+        p if p > 0 => Ok(p),
+        _ => Err(RouteError::NoPid(socket.display().to_string())),
+    }
+}
+
+/// The IPv4 routes of the network namespace of the daemon listening on `socket`.
+///
+/// INVARIANT: errors are returned, never replaced by the proxy's own table: the wrong
+/// namespace's routes would judge subnets against the wrong host.
+pub fn daemon_routes(socket: &Path) -> Result<Vec<HostRoute>, RouteError> {
+    let pid = daemon_pid(socket)?;
+    parse(&std::fs::read_to_string(format!("/proc/{pid}/net/route"))?)
 }
 
 /// Parses the kernel's route table text (header line, then one route a line; addresses are
@@ -56,5 +82,18 @@ mod tests {
     #[test]
     fn this_host_has_a_readable_table() {
         assert!(routes().is_ok());
+    }
+
+    #[test]
+    fn reads_the_table_of_the_socket_owners_namespace() {
+        // Our own listener: its peer is this process, so the table is our namespace's.
+        let dir = std::env::temp_dir().join(format!("dwhostnet-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let sock = dir.join("s.sock");
+        let _ = std::fs::remove_file(&sock);
+        let _l = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
+        assert_eq!(daemon_pid(&sock).expect("pid"), std::process::id() as i32);
+        assert_eq!(daemon_routes(&sock).expect("routes"), routes().expect("routes"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -91,9 +91,7 @@ fn cli_attacks_are_refused_and_name_the_rule(e: &Engine) {
         (&["--cgroup-parent", "/"], "container.cgroup_parent"),
         (&["--runtime", "io.containerd.kata.v2"], "container.runtime"),
         (&["--oom-score-adj", "-1000"], "container.oom_score"),
-        // No sysctl case here: every sysctl the CLI lets through (kernel.msg*/sem/shm*,
-        // fs.mqueue.*, net.*) is on the namespaced allow-list; refusals are in
-        // tests/policy_cases/sysctls.json and raw bodies.
+        (&["--ipc", "host", "--sysctl", "kernel.msgmax=1"], "container.sysctl"),
         (&["--log-driver", "syslog"], "container.log_driver"),
         (&["--tmpfs", "/t:suid"], "container.tmpfs"),
         (&["-v", "/etc:/host-etc"], "container.bind.outside"),

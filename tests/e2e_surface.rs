@@ -45,8 +45,8 @@ fn swarm_plugin_distribution_and_checkpoint_endpoints_are_refused(e: &Engine) {
     for (method, path, rule) in [
         ("POST", "/v1.41/swarm/join", "system.swarm"),
         ("POST", "/v1.41/services/create", "system.swarm"),
-        ("GET", "/v1.41/nodes", "system.swarm"),
-        ("GET", "/v1.41/tasks", "system.swarm"),
+        ("DELETE", "/v1.41/nodes/x", "system.swarm"),
+        ("POST", "/v1.41/swarm/update?version=1", "system.swarm"),
         ("POST", "/v1.41/secrets/create", "system.swarm"),
         ("POST", "/v1.41/configs/create", "system.swarm"),
         ("POST", "/v1.41/plugins/pull?remote=x", "system.plugin"),

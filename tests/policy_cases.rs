@@ -104,6 +104,7 @@ fn case_facts(f: &Value, ws: &Ws) -> Facts {
         None => Some(1),
     };
     let mut facts = Facts { env, container_count: count, ..Facts::default() };
+    facts.swarm_state = f.get("swarm_state").and_then(Value::as_str).map(str::to_owned);
     facts.host_routes = f.get("host_routes").and_then(Value::as_array).map(|a| a.iter().map(host_route).collect());
     for (r, v) in f.get("networks").and_then(Value::as_object).cloned().unwrap_or_default() {
         let n = (!v.is_null()).then(|| NetworkFact {
@@ -221,6 +222,9 @@ fn check_facts_requested(qs: &[FactQuery], f: &Facts) -> Result<(), String> {
         .chain(f.execs.keys().filter(|k| !asked(FactQuery::Exec((*k).clone()))))
         .cloned()
         .collect();
+    if f.swarm_state.is_some() && !asked(FactQuery::SwarmState) {
+        return Err(format!("swarm state supplied but never requested (needs: {qs:?})"));
+    }
     if f.host_routes.is_some() && !asked(FactQuery::HostRoutes) {
         return Err(format!("host routes supplied but never requested (needs: {qs:?})"));
     }
@@ -238,6 +242,10 @@ fn judge(case: &Value, verdict: &Verdict, ws: &Ws) -> Result<(), String> {
             let msg = d.client_message();
             if !msg.contains(&format!("(rule {})", d.rule)) || sentence_case(&d.message) || d.message.ends_with('.') {
                 return Err(format!("badly formed message: {msg}"));
+            }
+            // A refusal names one rule: no second rule id inside the message.
+            if dockwarden::policy::catalogue::all().iter().any(|r| d.message.contains(&format!("`{}`", r.id)) || d.message.contains(&format!("({})", r.id))) {
+                return Err(format!("message names a second rule: {msg}"));
             }
             Ok(())
         }

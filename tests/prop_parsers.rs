@@ -185,6 +185,7 @@ fn facts_for(queries: &[FactQuery]) -> Facts {
             FactQuery::Image(i) => drop(f.images.insert(i.clone(), Some(ImageFact { exposed_ports: vec![] }))),
             FactQuery::ContainerCount => f.container_count = Some(0),
             FactQuery::HostRoutes => f.host_routes = Some(Vec::new()),
+            FactQuery::SwarmState => f.swarm_state = Some("inactive".into()),
         }
     }
     f

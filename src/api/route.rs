@@ -91,6 +91,13 @@ pub enum Endpoint {
     Session,
     Grpc,
     // swarm router: services, nodes, tasks, secrets, configs and the swarm itself
+    /// `POST /swarm/leave`.
+    SwarmLeave,
+    /// Read-only inspects: `GET /swarm`, and `GET` of the lists, objects and logs of services,
+    /// nodes, tasks, secrets and configs.
+    SwarmRead,
+    /// Everything else of the swarm router (init, join, update, unlock, unlock key, create,
+    /// update and delete of swarm objects).
     Swarm,
     // plugin router
     PluginList,
@@ -217,6 +224,10 @@ const TABLE: &[(&str, &str, Build)] = &[
     ("POST", "/build/prune", |_| Endpoint::BuildPrune),
     ("POST", "/build/cancel", |_| Endpoint::BuildCancel),
     ("POST", "/session", |_| Endpoint::Session),
+    ("POST", "/swarm/leave", |_| Endpoint::SwarmLeave),
+    ("GET", "/swarm", |_| Endpoint::SwarmRead),
+    ("GET", "/(?:services|nodes|tasks|secrets|configs)(?:/[^/]+)?", |_| Endpoint::SwarmRead),
+    ("GET", "/(?:services|tasks)/[^/]+/logs", |_| Endpoint::SwarmRead),
     ("*", "/swarm(?:/.*)?", |_| Endpoint::Swarm),
     ("*", "/(?:services|nodes|tasks|secrets|configs)(?:/.*)?", |_| Endpoint::Swarm),
     ("GET", "/plugins", |_| Endpoint::PluginList),

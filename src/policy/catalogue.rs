@@ -140,6 +140,13 @@ mod tests {
     }
 
     #[test]
+    fn hints_say_what_the_product_documentation_says() {
+        assert!(hint("container.security_opt").contains("supabase start -x vector"));
+        assert_ne!(hint("container.cgroup_join"), hint("container.namespace.host"));
+        assert!(!hint("network.connect.route").contains("created through this proxy, or"));
+    }
+
+    #[test]
     fn rule_ids_are_unique_and_dotted() {
         let rules = all();
         let mut ids: Vec<_> = rules.iter().map(|r| r.id).collect();

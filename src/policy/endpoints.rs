@@ -40,6 +40,7 @@ pub fn needs(req: &Request, policy: &Policy) -> Result<Vec<FactQuery>, Denial> {
         E::NetworkConnect(id) => network::needs_connect(req, id),
         E::VolumeCreate => volume::needs_create(req),
         E::Build => Ok(profile::needs_build(req, policy)),
+        E::SwarmLeave | E::SwarmRead => Ok(vec![FactQuery::SwarmState]),
         // Verbs that reach into a container look it up (`container::check_foreign`).
         _ => Ok(container::needs_foreign(req)),
     }
@@ -148,6 +149,13 @@ pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted
         }
         E::Session | E::Grpc => build::decide_buildkit(req),
         E::Swarm => deny("system.swarm", "swarm mode is not available"),
+        // Leaving a swarm the daemon is not in, and reading an inactive swarm, grant nothing:
+        // the daemon gives its own answer (503). On a daemon in a swarm they stay refused.
+        E::SwarmLeave | E::SwarmRead => match facts.swarm_state.as_deref() {
+            Some("inactive") => allow(),
+            Some(_) => deny("system.swarm", "the daemon is part of a swarm, and swarm mode is not available"),
+            None => deny("system.swarm", "the daemon's swarm state was not looked up"),
+        },
         E::PluginList | E::PluginInspect(_) | E::PluginPrivileges => allow(),
         E::PluginMutate => deny("system.plugin", "installing or changing plugins is not allowed"),
         E::Distribution(_) => deny("system.distribution", "distribution inspection is not available"),

@@ -24,6 +24,8 @@ pub enum FactQuery {
     ContainerCount,
     /// The host's IPv4 routes (for user-chosen network subnets).
     HostRoutes,
+    /// The daemon's swarm state (`GET /info`, `Swarm.LocalNodeState`).
+    SwarmState,
 }
 
 /// What resolving a host path found.
@@ -131,6 +133,8 @@ pub struct Facts {
     pub container_count: Option<u64>,
     /// The host's IPv4 routes; `None` when not gathered.
     pub host_routes: Option<Vec<HostRoute>>,
+    /// The daemon's `Swarm.LocalNodeState` (`inactive`, `active`, ...); `None` when not gathered.
+    pub swarm_state: Option<String>,
 }
 
 impl Facts {
@@ -145,6 +149,7 @@ impl Facts {
             FactQuery::Image(r) => self.images.contains_key(r),
             FactQuery::ContainerCount => self.container_count.is_some(),
             FactQuery::HostRoutes => self.host_routes.is_some(),
+            FactQuery::SwarmState => self.swarm_state.is_some(),
         }
     }
 }

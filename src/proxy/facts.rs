@@ -172,9 +172,17 @@ pub async fn gather(
                 };
                 facts.container_count = Some(n);
             }
+            FactQuery::SwarmState => {
+                let info = daemon_get(up, "/info").await?;
+                let state = info.as_ref().and_then(Json::as_object).and_then(|o| o.object("Swarm").ok().flatten()).map(|s| text(Some(s), "LocalNodeState"));
+                facts.swarm_state = Some(state.unwrap_or_default());
+            }
             // Surface issue: the host's routes, for network subnets.
             FactQuery::HostRoutes => {
-                let routes = tokio::task::spawn_blocking(crate::hostnet::routes)
+                // The daemon's namespace, not the proxy's; `daemon_sockets[0]` is the upstream
+                // socket (`cli::proxy`).
+                let socket = facts.env.daemon_sockets.first().cloned().unwrap_or_default();
+                let routes = tokio::task::spawn_blocking(move || crate::hostnet::daemon_routes(Path::new(&socket)))
                     .await
                     .map_err(|e| FactError::Daemon { what: "host routes".into(), reason: e.to_string() })?
                     .map_err(|e| FactError::Daemon { what: "host routes".into(), reason: e.to_string() })?;

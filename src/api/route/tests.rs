@@ -46,7 +46,14 @@ fn wrong_method_and_unknown_paths_are_unknown() {
 #[test]
 fn surfaces_the_policy_never_allows_are_classified() {
     assert_eq!(route("POST", "/v1.41/swarm/init").endpoint, Endpoint::Swarm);
-    assert_eq!(route("GET", "/services").endpoint, Endpoint::Swarm);
+    assert_eq!(route("GET", "/services").endpoint, Endpoint::SwarmRead);
+    for (m, p) in [("GET", "/v1.41/swarm"), ("GET", "/nodes/x"), ("GET", "/tasks/x/logs"), ("GET", "/secrets"), ("GET", "/configs/c")] {
+        assert_eq!(route(m, p).endpoint, Endpoint::SwarmRead, "{m} {p}");
+    }
+    assert_eq!(route("POST", "/v1.41/swarm/leave").endpoint, Endpoint::SwarmLeave);
+    for (m, p) in [("GET", "/swarm/unlockkey"), ("POST", "/swarm/leave/x"), ("GET", "/nodes/x/y"), ("HEAD", "/nodes"), ("DELETE", "/nodes/x"), ("POST", "/secrets/create")] {
+        assert_eq!(route(m, p).endpoint, Endpoint::Swarm, "{m} {p}");
+    }
     assert_eq!(route("POST", "/plugins/pull").endpoint, Endpoint::PluginMutate);
     assert_eq!(route("GET", "/plugins").endpoint, Endpoint::PluginList);
     assert_eq!(route("PUT", "/debug/pprof/").endpoint, Endpoint::Debug);
