@@ -1,8 +1,10 @@
 //! A content-addressed snapshot store on the local filesystem.
 //!
-//! Layout: `blobs/<2 hex>/<sha256>` (file contents, shared by all snapshots and forks),
-//! `manifests/<id>.json`, `tmp/` (staging; emptied on start).
-//! A capture writes blobs to `tmp/`, syncs the filesystem, renames them into `blobs/`,
+//! Layout: `blobs/<2 hex>/<hash>` (file contents, shared by all snapshots and forks; BLAKE3,
+//! or SHA-256 for version 1 manifests), `manifests/<id>.json` (binary from version 2 on;
+//! the name is kept), `index/<dev>-<ino>` (stat index of each worktree, a cache), `tmp/`
+//! (staging; emptied on start).
+//! A capture writes new blobs to `tmp/`, syncs the filesystem, renames them into `blobs/`,
 //! syncs again, then writes the manifest with temp + fsync + rename. A crash at any point
 //! leaves at worst unreferenced files, which `collect_garbage` removes.
 
@@ -13,9 +15,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
+use std::os::unix::fs::MetadataExt;
+
 use super::capture::{Walker, blob_path, open_root};
-use super::manifest::{EntryKind, Manifest, sha256_hex};
-use super::{Captured, ProgressFn, SnapshotStore};
+use super::index::{self, Index};
+use super::manifest::{EntryKind, Manifest, VERSION, sha256_hex};
+use super::{Captured, ProgressFn, SnapshotStore, par};
 use crate::workspace::error::{WsError, WsResult};
 use crate::workspace::model::now_ms;
 
@@ -27,6 +32,7 @@ pub struct LocalSnapshotStore {
     blobs: PathBuf,
     manifests: PathBuf,
     tmp: PathBuf,
+    index: PathBuf,
     /// Captures and restores read; garbage collection writes.
     gc_lock: RwLock<()>,
     delay: Option<Duration>,
@@ -50,6 +56,7 @@ impl LocalSnapshotStore {
             blobs: root.join("blobs"),
             manifests: root.join("manifests"),
             tmp: root.join("tmp"),
+            index: root.join("index"),
             gc_lock: RwLock::new(()),
             delay: std::env::var(DELAY_ENV)
                 .ok()
@@ -59,8 +66,12 @@ impl LocalSnapshotStore {
         if store.tmp.exists() {
             fs::remove_dir_all(&store.tmp).map_err(|e| WsError::io(&store.tmp, e))?;
         }
-        for dir in [&store.blobs, &store.manifests, &store.tmp] {
+        for dir in [&store.blobs, &store.manifests, &store.tmp, &store.index] {
             fs::create_dir_all(dir).map_err(|e| WsError::io(dir, e))?;
+        }
+        for shard in 0..=255u8 {
+            let dir = store.blobs.join(format!("{shard:02x}"));
+            fs::create_dir_all(&dir).map_err(|e| WsError::io(&dir, e))?;
         }
         // Blobs of every workspace live here: no workspace user may read them.
         use std::os::unix::fs::PermissionsExt;
@@ -87,24 +98,20 @@ impl LocalSnapshotStore {
 
     /// Moves staged blobs into place once they are durable.
     fn publish(&self, staging: &Path, staged: &[(PathBuf, String)]) -> WsResult<()> {
-        syncfs(staging)?;
-        let mut dirs = HashSet::new();
-        for (tmp, sha) in staged {
-            let dest = blob_path(&self.blobs, sha);
-            if let Some(dir) = dest.parent()
-                && dirs.insert(dir.to_path_buf())
-            {
-                fs::create_dir_all(dir).map_err(|e| WsError::io(dir, e))?;
-            }
-            fs::rename(tmp, &dest).map_err(|e| WsError::io(&dest, e))?;
+        if staged.is_empty() {
+            return Ok(());
         }
+        syncfs(staging)?;
+        par::for_each(staged, 256, |(tmp, hash)| {
+            let dest = blob_path(&self.blobs, hash);
+            fs::rename(tmp, &dest).map_err(|e| WsError::io(&dest, e))
+        })?;
         syncfs(&self.blobs)
     }
 
     /// Writes the manifest with temp + fsync + rename; returns its checksum.
     fn write_manifest(&self, m: &Manifest) -> WsResult<String> {
-        let body = serde_json::to_vec(m)
-            .map_err(|e| WsError::Internal(format!("encoding manifest: {e}")))?;
+        let body = m.encode();
         let tmp = self.tmp.join(format!("{}.json", m.id));
         let mut f = File::create(&tmp).map_err(|e| WsError::io(&tmp, e))?;
         f.write_all(&body)
@@ -126,46 +133,60 @@ impl SnapshotStore for LocalSnapshotStore {
         progress: ProgressFn<'_>,
     ) -> WsResult<Captured> {
         let _guard = self.read()?;
+        let started_ns = index::now_ns();
         let staging = self.tmp.join(id);
         fs::create_dir(&staging).map_err(|e| WsError::io(&staging, e))?;
         let root_fd = open_root(root)?;
         let root_meta = fs::metadata(root).map_err(|e| WsError::io(root, e))?;
-        let mut w = Walker {
+        let index_path = index::path_for(&self.index, root_meta.dev(), root_meta.ino());
+        let index = index::load(&index_path);
+        // A version 1 manifest names blobs by SHA-256: none of its hashes can be reused.
+        let previous = previous.filter(|p| p.version == VERSION);
+        let w = Walker {
             blobs: &self.blobs,
-            staging: staging.clone(),
+            staging: &staging,
+            index: index.as_ref(),
             previous: previous.map(Manifest::file_index).unwrap_or_default(),
             previous_at_ns: previous
                 .map(|p| i64::try_from(p.created_at_ms).unwrap_or(i64::MAX / 1_000_000) * 1_000_000)
                 .unwrap_or(0),
             delay: self.delay,
             progress,
-            entries: Vec::new(),
-            skipped: Vec::new(),
-            staged: Vec::new(),
-            staged_set: HashSet::new(),
-            counters: Default::default(),
-            new_bytes: 0,
         };
         let created_at_ms = now_ms();
-        w.walk(&root_fd, "")?;
-        self.publish(&staging, &w.staged)?;
+        let walked = w.run(&root_fd)?;
+        drop(index);
+        self.publish(&staging, &walked.staged)?;
         let _ = fs::remove_dir_all(&staging);
         use std::os::unix::fs::PermissionsExt;
         let m = Manifest {
-            version: 1,
+            version: VERSION,
             id: id.to_string(),
             created_at_ms,
             root_mode: root_meta.permissions().mode() & 0o7777,
-            entries: w.entries,
+            entries: walked.entries,
         };
         let manifest_sha256 = self.write_manifest(&m)?;
-        progress(w.counters);
+        // Only now are all the hashes it names durable blobs.
+        let next = Index {
+            recorded_at_ns: started_ns,
+            files: walked
+                .index
+                .into_iter()
+                .map(|(p, st, h)| (p, (st, h)))
+                .collect(),
+        };
+        if let Err(e) = index::store(&index_path, &next) {
+            tracing::warn!(error = %e, "snapshot stat index not written");
+        }
+        progress(walked.counters);
         Ok(Captured {
             manifest_sha256,
-            files: w.counters.files,
-            bytes: w.counters.bytes,
-            new_bytes: w.new_bytes,
-            skipped: w.skipped,
+            files: walked.counters.files,
+            bytes: walked.counters.bytes,
+            new_bytes: walked.new_bytes,
+            hashed: walked.hashed,
+            skipped: walked.skipped,
         })
     }
 
@@ -181,7 +202,7 @@ impl SnapshotStore for LocalSnapshotStore {
                 detail: "manifest fails its checksum".into(),
             });
         }
-        serde_json::from_slice(&body).map_err(|e| WsError::CorruptSnapshot {
+        Manifest::decode(&body).map_err(|e| WsError::CorruptSnapshot {
             id: id.into(),
             detail: format!("manifest undecodable: {e}"),
         })
@@ -195,7 +216,7 @@ impl SnapshotStore for LocalSnapshotStore {
         progress: ProgressFn<'_>,
     ) -> WsResult<()> {
         let _guard = self.read()?;
-        super::restore::restore(m, &self.blobs, dest, owner, progress)
+        super::restore::restore(m, &self.blobs, &self.index, dest, owner, progress)
     }
 
     fn collect_garbage(&self, keep: &[String]) -> WsResult<u64> {
@@ -215,13 +236,21 @@ impl SnapshotStore for LocalSnapshotStore {
             }
             let body = fs::read(&path).map_err(|e| WsError::io(&path, e))?;
             // An undecodable kept manifest keeps every blob: never delete what may be needed.
-            let Ok(m) = serde_json::from_slice::<Manifest>(&body) else {
+            let Ok(m) = Manifest::decode(&body) else {
                 return Ok(0);
             };
             for e in m.entries {
-                if let EntryKind::File { sha256, .. } = e.kind {
-                    live.insert(sha256);
+                if let EntryKind::File { hash, .. } = e.kind {
+                    live.insert(hash);
                 }
+            }
+        }
+        // An index naming a blob that goes would hand a later capture a dangling hash.
+        for ent in fs::read_dir(&self.index).map_err(|e| WsError::io(&self.index, e))? {
+            let path = ent.map_err(|e| WsError::io(&self.index, e))?.path();
+            let stale = index::load(&path).is_none_or(|i| i.hashes().any(|h| !live.contains(h)));
+            if stale {
+                fs::remove_file(&path).map_err(|e| WsError::io(&path, e))?;
             }
         }
         sweep_blobs(&self.blobs, &live)

@@ -3,6 +3,12 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::codec::{Malformed, R, Reader, Writer, hex32, unhex32};
+
+/// Manifests written now: binary, BLAKE3 content hashes.
+pub const VERSION: u32 = 2;
+const MAGIC: &[u8; 4] = b"DWM\x02";
+
 /// What one path in the tree is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
@@ -13,7 +19,9 @@ pub enum EntryKind {
     File {
         mode: u32,
         size: u64,
-        sha256: String,
+        /// Hex content hash: SHA-256 in version 1 manifests, BLAKE3 from version 2 on.
+        #[serde(rename = "sha256")]
+        hash: String,
         mtime_ns: i64,
     },
     Symlink {
@@ -51,6 +59,99 @@ impl Manifest {
     }
 }
 
+impl Manifest {
+    /// The binary encoding (version 2).
+    pub(super) fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.raw(MAGIC);
+        w.bytes(self.id.as_bytes());
+        w.varint(self.created_at_ms);
+        w.varint(u64::from(self.root_mode));
+        w.varint(self.entries.len() as u64);
+        for e in &self.entries {
+            w.path(&e.path);
+            match &e.kind {
+                EntryKind::Dir { mode } => {
+                    w.u8(0);
+                    w.varint(u64::from(*mode));
+                }
+                EntryKind::File {
+                    mode,
+                    size,
+                    hash,
+                    mtime_ns,
+                } => {
+                    w.u8(1);
+                    w.varint(u64::from(*mode));
+                    w.varint(*size);
+                    w.i64(*mtime_ns);
+                    // Hashes this store made are always 64 hex digits.
+                    w.raw(&unhex32(hash).unwrap_or([0; 32]));
+                }
+                EntryKind::Symlink { target } => {
+                    w.u8(2);
+                    w.bytes(target.as_bytes());
+                }
+            }
+        }
+        w.buf
+    }
+
+    /// Decodes a binary (version 2) or JSON (version 1) manifest.
+    pub(super) fn decode(body: &[u8]) -> Result<Manifest, String> {
+        if body.starts_with(MAGIC) {
+            return Self::decode_v2(&body[MAGIC.len()..]).map_err(|Malformed| "malformed".into());
+        }
+        let m: Manifest = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+        if m.version != 1 {
+            return Err(format!("unknown version {}", m.version));
+        }
+        Ok(m)
+    }
+
+    fn decode_v2(body: &[u8]) -> R<Manifest> {
+        let mut r = Reader::new(body);
+        let id = r.string()?;
+        let created_at_ms = r.varint()?;
+        let root_mode = r.u32()?;
+        let n = r.usize()?;
+        let mut entries = Vec::with_capacity(n.min(body.len()));
+        for _ in 0..n {
+            let path = r.path()?;
+            let kind = match r.u8()? {
+                0 => EntryKind::Dir { mode: r.u32()? },
+                1 => {
+                    let mode = r.u32()?;
+                    let size = r.varint()?;
+                    let mtime_ns = r.i64()?;
+                    let h: [u8; 32] = r.take(32)?.try_into().map_err(|_| Malformed)?;
+                    EntryKind::File {
+                        mode,
+                        size,
+                        hash: hex32(&h),
+                        mtime_ns,
+                    }
+                }
+                2 => EntryKind::Symlink {
+                    target: r.string()?,
+                },
+                _ => return Err(Malformed),
+            };
+            entries.push(Entry { path, kind });
+        }
+        if !r.done() {
+            return Err(Malformed);
+        }
+        Ok(Manifest {
+            version: VERSION,
+            id,
+            created_at_ms,
+            root_mode,
+            entries,
+        })
+    }
+}
+
 /// Lowercase hex SHA-256 of `data`.
 pub fn sha256_hex(data: &[u8]) -> String {
     hex(&Sha256::digest(data))
@@ -58,7 +159,13 @@ pub fn sha256_hex(data: &[u8]) -> String {
 
 /// Lowercase hex of a digest.
 pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 0xf)] as char);
+    }
+    out
 }
 
 /// True when `path` is a safe relative manifest path: no empty, `.` or `..` parts.
@@ -91,7 +198,7 @@ mod tests {
                     kind: EntryKind::File {
                         mode: 0o644,
                         size: 1,
-                        sha256: "ab".into(),
+                        hash: "ab".into(),
                         mtime_ns: 1_700_000_000_123_456_789,
                     },
                 },
@@ -106,6 +213,44 @@ mod tests {
         let body = serde_json::to_vec(&m).expect("encodes");
         let back: Manifest = serde_json::from_slice(&body).expect("decodes");
         assert_eq!(back.entries, m.entries);
+        assert!(Manifest::decode(&body).is_ok(), "version 1 is JSON");
+    }
+
+    #[test]
+    fn manifests_round_trip_through_the_binary_encoding() {
+        let h = "ab".repeat(32);
+        let m = Manifest {
+            version: VERSION,
+            id: "snap-2".into(),
+            created_at_ms: 5,
+            root_mode: 0o755,
+            entries: vec![
+                Entry {
+                    path: "d".into(),
+                    kind: EntryKind::Dir { mode: 0o755 },
+                },
+                Entry {
+                    path: "d/f".into(),
+                    kind: EntryKind::File {
+                        mode: 0o644,
+                        size: 1 << 40,
+                        hash: h.clone(),
+                        mtime_ns: -3,
+                    },
+                },
+                Entry {
+                    path: "d/g".into(),
+                    kind: EntryKind::Symlink { target: "f".into() },
+                },
+            ],
+        };
+        let body = m.encode();
+        let back = Manifest::decode(&body).expect("decodes");
+        assert_eq!(back.entries, m.entries);
+        assert_eq!((back.id.as_str(), back.root_mode), ("snap-2", 0o755));
+        for cut in [5, body.len() / 2, body.len() - 1] {
+            assert!(Manifest::decode(&body[..cut]).is_err(), "cut at {cut}");
+        }
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! Snapshots: the `SnapshotStore` seam and a local content-addressed implementation.
 
 mod capture;
+mod codec;
+mod index;
 mod local;
 mod manifest;
+mod par;
 mod restore;
 
 use std::path::Path;
@@ -29,6 +32,8 @@ pub struct Captured {
     pub files: u64,
     pub bytes: u64,
     pub new_bytes: u64,
+    /// Files read and hashed; the others were recognised by their stat data.
+    pub hashed: u64,
     pub skipped: Vec<String>,
 }
 

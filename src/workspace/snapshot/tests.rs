@@ -94,9 +94,7 @@ fn corrupted_blobs_and_manifests_are_refused() {
         .entries
         .iter()
         .find_map(|e| match &e.kind {
-            EntryKind::File {
-                sha256, size: 5, ..
-            } => Some(sha256.clone()),
+            EntryKind::File { hash, size: 5, .. } => Some(hash.clone()),
             _ => None,
         })
         .unwrap();

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Snapshot store at the scale of real repositories, side by side with tar, cp -a and rsync -a.
+#
+#   benches/snapshot_scale.sh            # T1-like tree, 20k files by default
+#   SCALE_FILES=150000 benches/snapshot_scale.sh   # T2 size (about 1.4 GiB: slow)
+#   ROUNDS=3 (default) KEEP=1 (keep the work dir) WORK=/path (default: a temp dir)
+#   SNAPSHOT_TOOL=/path/to/snapshot_scale_tool   # another build; the README is not touched
+#
+# Builds a deterministic node_modules-like tree (packages of small .js/.json files, a few
+# larger files, .bin symlinks), then, ROUNDS times and alternating the tools within each
+# round, measures: first snapshot, incremental of the unchanged tree, incremental after 1%
+# of files changed, restore into an empty directory, and fork (restore + baseline capture).
+# Warm caches (this machine is shared: no cache dropping). Prints a Markdown table of the
+# medians and writes it between the markers in benches/README.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FILES=${SCALE_FILES:-20000}
+ROUNDS=${ROUNDS:-3}
+WORK=${WORK:-$(mktemp -d /var/tmp/snapscale.XXXXXX)}
+mkdir -p "$WORK"
+[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$WORK"' EXIT
+
+command -v rsync >/dev/null || { echo "rsync missing: apt-get install -y rsync" >&2; exit 1; }
+
+echo "building the driver" >&2
+# SNAPSHOT_TOOL: another build of the driver (e.g. of an older commit), for before/after.
+[ -n "${SNAPSHOT_TOOL:-}" ] && TOOL=$SNAPSHOT_TOOL || TOOL=$(cargo bench --bench snapshot_scale_tool --no-run --message-format=json 2>/dev/null |
+	python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "snapshot_scale_tool" and m.get("executable"):
+        print(m["executable"])')
+[ -x "$TOOL" ] || { echo "could not build the driver" >&2; exit 1; }
+
+TREE=$WORK/tree
+echo "building a $FILES-file tree in $TREE" >&2
+python3 - "$TREE" "$FILES" <<'PY'
+import os, random, sys
+root, n = sys.argv[1], int(sys.argv[2])
+rng = random.Random(16)
+words = [bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz_") for _ in range(rng.randint(3, 10))) for _ in range(2000)]
+made = 0
+pkg = 0
+os.makedirs(root, exist_ok=True)
+while made < n:
+    name = f"node_modules/pkg{pkg:05d}"
+    if pkg % 7 == 0:
+        name = f"node_modules/@scope{pkg % 50}/pkg{pkg:05d}"
+    base = os.path.join(root, name)
+    subdirs = ["", "lib", "lib/util", "dist"][: rng.randint(1, 4)]
+    for s in subdirs:
+        os.makedirs(os.path.join(base, s), exist_ok=True)
+    count = rng.randint(3, 25)
+    for i in range(count):
+        if made >= n:
+            break
+        d = rng.choice(subdirs)
+        size = int(rng.paretovariate(1.2) * 600)
+        if made % 997 == 0:
+            size = rng.randint(1, 8) << 20
+        line = b" ".join(rng.choice(words) for _ in range(12)) + b";\n"
+        body = (line * (size // len(line) + 1))[:size]
+        ext = rng.choice([".js", ".js", ".json", ".d.ts", ".md"])
+        with open(os.path.join(base, d, f"f{i}{ext}"), "wb") as f:
+            f.write(body)
+        made += 1
+    if pkg % 40 == 0:
+        bindir = os.path.join(root, "node_modules/.bin")
+        os.makedirs(bindir, exist_ok=True)
+        link = os.path.join(bindir, f"cli{pkg}")
+        if not os.path.lexists(link):
+            os.symlink(f"../{name[len('node_modules/'):]}/f0.js", link)
+    pkg += 1
+# Settle all timestamps in the past, as a real checkout's are.
+for dp, dn, fn in os.walk(root):
+    for x in fn:
+        os.utime(os.path.join(dp, x), (1700000000, 1700000000), follow_symlinks=False)
+PY
+sleep 1
+read -r NF ND NL BYTES < <(python3 - "$TREE" <<'PY'
+import os, sys
+f = d = l = b = 0
+for dp, dn, fn in os.walk(sys.argv[1]):
+    d += len(dn)
+    for x in fn:
+        p = os.path.join(dp, x)
+        if os.path.islink(p): l += 1
+        else: f += 1; b += os.path.getsize(p)
+print(f, d, l, b)
+PY
+)
+echo "tree: $NF files, $ND dirs, $NL symlinks, $((BYTES >> 20)) MiB" >&2
+
+declare -A T
+t() { # t KEY CMD...: time one command, append the seconds to T[KEY]
+	local key=$1; shift
+	local a b
+	a=$(date +%s.%N)
+	"$@" >/dev/null
+	b=$(date +%s.%N)
+	T[$key]+="$(echo "$b - $a" | bc) "
+	echo "  $key $(echo "$b - $a" | bc)" >&2
+}
+change_1pct() { # deterministic 1% of the files, same sizes, new content
+	python3 - "$TREE" "$1" <<'PY'
+import os, sys
+root, r = sys.argv[1], int(sys.argv[2])
+paths = sorted(os.path.join(dp, x) for dp, dn, fn in os.walk(root) for x in fn if not os.path.islink(os.path.join(dp, x)))
+for p in paths[r::100]:
+    with open(p, "r+b") as f:
+        b = bytearray(f.read()); 
+        if b: b[0] = (b[0] + 1 + r) % 256
+        f.seek(0); f.write(b)
+PY
+}
+
+for r in $(seq 1 "$ROUNDS"); do
+	echo "round $r/$ROUNDS" >&2
+	R=$WORK/r$r
+	mkdir -p "$R"
+	S=$R/store
+	# first snapshot
+	t dw_first "$TOOL" capture "$S" "$TREE" s1
+	t tar_first tar -cf "$R/full.tar" --listed-incremental="$R/snar" -C "$TREE" .
+	t cp_first cp -a "$TREE" "$R/cp"
+	t rsync_first rsync -a "$TREE/" "$R/rsync/"
+	# incremental, unchanged
+	cp "$R/snar" "$R/snar1"
+	t dw_inc0 "$TOOL" capture "$S" "$TREE" s2 s1
+	t tar_inc0 tar -cf "$R/inc0.tar" --listed-incremental="$R/snar1" -C "$TREE" .
+	t rsync_inc0 rsync -a "$TREE/" "$R/rsync/"
+	# incremental, 1% changed
+	sleep 0.2
+	change_1pct "$r"
+	sleep 0.2
+	t dw_inc1 "$TOOL" capture "$S" "$TREE" s3 s2
+	t tar_inc1 tar -cf "$R/inc1.tar" --listed-incremental="$R/snar1" -C "$TREE" .
+	t rsync_inc1 rsync -a "$TREE/" "$R/rsync/"
+	# restore into an empty directory
+	t dw_restore "$TOOL" restore "$S" s3 "$R/dw-restored"
+	mkdir "$R/tar-restored"
+	t tar_restore tar -xf "$R/full.tar" -C "$R/tar-restored"
+	t cp_restore cp -a "$R/cp" "$R/cp-restored"
+	t rsync_restore rsync -a "$R/rsync/" "$R/rsync-restored/"
+	# fork: restore + baseline capture from the restore's index
+	t dw_fork "$TOOL" fork "$S" s3 "$R/fork" f1
+	T[dw_store]+="$(du -sb "$S" | cut -f1) "
+	T[tar_store]+="$(($(stat -c %s "$R/full.tar") + $(stat -c %s "$R/inc0.tar") + $(stat -c %s "$R/inc1.tar"))) "
+	diff -r --no-dereference "$TREE" "$R/dw-restored" >/dev/null || { echo "restored tree differs" >&2; exit 1; }
+	rm -rf "$R"
+done
+
+med() { tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
+mib() { tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%d MiB", a[int((NR+1)/2)]/1048576}'; }
+TABLE=$(
+	cat <<EOF
+Tree: $NF files, $ND dirs, $NL symlinks, $((BYTES >> 20)) MiB (SCALE_FILES=$FILES); medians of $ROUNDS rounds, seconds, warm caches, $(nproc) shared cores; $(date -u +%Y-%m-%d).
+
+| operation | dockwarden | \`tar\` | \`cp -a\` | \`rsync -a\` |
+|---|---:|---:|---:|---:|
+| first snapshot | $(med dw_first) | $(med tar_first) (\`-c\`) | $(med cp_first) | $(med rsync_first) |
+| incremental, unchanged | $(med dw_inc0) | $(med tar_inc0) (\`-g\`) | – | $(med rsync_inc0) |
+| incremental, 1% changed | $(med dw_inc1) | $(med tar_inc1) (\`-g\`) | – | $(med rsync_inc1) |
+| restore into an empty dir | $(med dw_restore) | $(med tar_restore) (\`-x\`) | $(med cp_restore) | $(med rsync_restore) |
+| fork (restore + baseline) | $(med dw_fork) | = restore | | |
+| bytes stored after 3 snapshots | $(mib dw_store) | $(mib tar_store) | | |
+EOF
+)
+echo "$TABLE"
+README=benches/README.md
+if [ -z "${SNAPSHOT_TOOL:-}" ] && grep -q '<!-- snapshot_scale:begin -->' "$README"; then
+	python3 - "$README" "$TABLE" <<'PY'
+import sys
+p, table = sys.argv[1], sys.argv[2]
+s = open(p).read()
+a = s.index("<!-- snapshot_scale:begin -->") + len("<!-- snapshot_scale:begin -->")
+b = s.index("<!-- snapshot_scale:end -->")
+open(p, "w").write(s[:a] + "\n" + table + "\n" + s[b:])
+PY
+fi
