@@ -101,7 +101,7 @@ async fn call(
     let mut rewrites = Vec::new();
     // Set once a dry-run `would-deny` record is written, so the call is not also audited as allowed.
     let mut audited = false;
-    let fwd_body: ProxyBody = match grpc::classify(&method) {
+    let fwd_body: ProxyBody = match grpc::classify(&method, &shared.policy) {
         Call::Allow => incoming.boxed(),
         Call::Deny(d) => {
             if !shared.dry_run {

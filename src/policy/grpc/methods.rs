@@ -1,7 +1,8 @@
 //! The gRPC method table for `/grpc`: every method is allowed, judged on its message, or
 //! refused. The match has no wildcard arm but the refusal of unknown methods.
 
-use crate::policy::Denial;
+use crate::policy::config::Policy;
+use crate::policy::{Denial, profile};
 
 /// What a method path needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,17 +29,21 @@ const TRACES: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Expor
 
 /// Classifies a gRPC method path (`/package.Service/Method`, exact, case-sensitive as grpc-go
 /// routes it).
-pub fn classify(path: &str) -> Call {
+pub fn classify(path: &str, policy: &Policy) -> Call {
     let deny = |msg: &str| Call::Deny(Denial::new("build.grpc_method", msg.to_owned()));
     if let Some(m) = path.strip_prefix(CONTROL) {
         return match m {
             "DiskUsage" | "Status" | "ListWorkers" | "Info" | "ListenBuildHistory" => Call::Allow,
             "Solve" => Call::Judge(Judged::ControlSolve),
             // INVARIANT: one rule id for build-cache prune, whichever path it comes by.
-            "Prune" => Call::Deny(Denial::new(
-                "system.prune",
-                "BuildKit cache prune acts on the whole daemon's build cache and is not allowed",
-            )),
+            // The same decision as `POST /build/prune` (allowed under `private-daemon`).
+            "Prune" => match profile::prune_decision(policy) {
+                Ok(()) => Call::Allow,
+                Err(d) => Call::Deny(Denial::new(
+                    d.rule,
+                    "BuildKit cache prune acts on the whole daemon's build cache and is not allowed",
+                )),
+            },
             // The buildx `docker` driver runs its session over `POST /session`; the control
             // API's session stream would let the daemon call back into the client unseen.
             "Session" => deny(
@@ -92,7 +97,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn buildkit_prune_follows_the_profile_like_build_prune() {
+        let private = Policy::from_toml(
+            &crate::policy::config::DEFAULT_POLICY
+                .replace("profile = \"default\"", "profile = \"private-daemon\""),
+        )
+        .expect("private-daemon policy");
+        assert_eq!(classify("/moby.buildkit.v1.Control/Prune", &private), Call::Allow);
+        match classify("/moby.buildkit.v1.Control/Prune", &Policy::default_policy()) {
+            Call::Deny(d) => assert_eq!(d.rule, "system.prune"),
+            other => panic!("default profile allowed BuildKit prune: {other:?}"),
+        }
+    }
+
+    #[test]
     fn read_only_methods_are_allowed_and_unknown_ones_refused() {
+        let pol = Policy::default_policy();
         for m in [
             "DiskUsage",
             "Status",
@@ -100,17 +120,17 @@ mod tests {
             "Info",
             "ListenBuildHistory",
         ] {
-            assert_eq!(classify(&format!("{CONTROL}{m}")), Call::Allow, "{m}");
+            assert_eq!(classify(&format!("{CONTROL}{m}"), &pol), Call::Allow, "{m}");
         }
         assert_eq!(
-            classify("/moby.buildkit.v1.Control/Solve"),
+            classify("/moby.buildkit.v1.Control/Solve", &pol),
             Call::Judge(Judged::ControlSolve)
         );
         assert_eq!(
-            classify("/moby.buildkit.v1.frontend.LLBBridge/Solve"),
+            classify("/moby.buildkit.v1.frontend.LLBBridge/Solve", &pol),
             Call::Judge(Judged::GatewaySolve)
         );
-        let rule = |p: &str| match classify(p) {
+        let rule = |p: &str| match classify(p, &pol) {
             Call::Deny(d) => Some(d.rule),
             _ => None,
         };
