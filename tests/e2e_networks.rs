@@ -36,8 +36,10 @@ fn free_subnet(e: &Engine) -> String {
 }
 
 /// A host route with a real prefix (not the default route, not a Docker bridge).
-fn host_route() -> Option<String> {
-    let routes = dockwarden::hostnet::routes().ok()?;
+/// A route of the daemon's own network namespace (what the policy reads since the daemon may
+/// run in another namespace than the proxy).
+fn host_route(e: &Engine) -> Option<String> {
+    let routes = dockwarden::hostnet::daemon_routes(&e.socket).ok()?;
     routes
         .into_iter()
         .find(|r| r.prefix > 0 && r.iface != "docker0" && !r.iface.starts_with("br-"))
@@ -78,7 +80,7 @@ fn network_create_allows_plain_bridges_and_refuses_the_rest(e: &Engine) {
         assert!(stderr(&o).contains(&format!("rule {rule}")), "{args:?}: {}", stderr(&o));
         assert!(!exists(e, &name), "{args:?} reached the daemon");
     }
-    if let Some(route) = host_route() {
+    if let Some(route) = host_route(e) {
         let name = unique("net-overlap");
         clean.networks.push(name.clone());
         let o = p.docker(&["network", "create", "--subnet", &route, &name]);

@@ -110,10 +110,8 @@ pub fn check(req: &Request, facts: &Facts, policy: &Policy) -> Result<(), Denial
         mode: Mode::Stored,
     };
     check_host_config(&mut stored, &ctx, &mut Changes::default()).map_err(|d| {
-        refuse(format!(
-            "does not pass the policy: {} (rule `{}`)",
-            d.message, d.rule
-        ))
+        // One rule per refusal (`container.foreign`): the stored setting is named by its message.
+        refuse(format!("does not pass the policy: {}", d.message))
     })
 }
 

@@ -74,6 +74,10 @@ pub fn config(layout: &Layout, addrs: &Addresses) -> serde_json::Value {
         "log-driver": "json-file",
         "log-opts": { "max-size": "10m", "max-file": "3" },
         "builder": { "entitlements": { "network-host": false, "security-insecure": false } },
+        // BuildKit RUN steps of `/build?version=2` (and 20.10's `/grpc`) ignore the per-build
+        // cgroup parent; only the daemon's own setting keeps them in the workspace's budget
+        // (cgroupfs driver: the proxy's parent is `/<name>`, see `limits::install`).
+        "cgroup-parent": format!("/{}", layout.cgroup_name),
         "live-restore": false,
         "shutdown-timeout": 5,
         "userland-proxy": true,
@@ -217,6 +221,17 @@ fn unescape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generated_config_turns_entitlements_off_and_keeps_build_steps_in_the_budget() {
+        let l = Layout::new(Path::new("/state/ws/a"), 20007);
+        let c = config(&l, &addresses(20007, &[]));
+        assert_eq!(c["cgroup-parent"], "/dockwarden_ws_20007");
+        assert_eq!(c["builder"]["entitlements"]["network-host"], false);
+        assert_eq!(c["builder"]["entitlements"]["security-insecure"], false);
+        assert_eq!(c["log-driver"], "json-file");
+        assert_eq!(c["hosts"][0], "unix:///state/ws/a/docker/docker.sock");
+    }
 
     #[test]
     fn slots_are_distinct_and_skip_host_routes() {
