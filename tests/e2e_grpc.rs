@@ -820,16 +820,22 @@ struct CgroupParentDaemon {
 }
 
 impl CgroupParentDaemon {
-    fn start(tag: &str, cgroup_parent: &str) -> Option<CgroupParentDaemon> {
-        if !Path::new("/usr/sbin/dockerd").exists() {
-            println!("SKIP: no Engine 20.10 dockerd at /usr/sbin/dockerd");
+    /// A throw-away daemon of the engine whose `dockerd` is at `dockerd` (its own directory's
+    /// `../bin` first on PATH, for the 26.1 layout in `/opt/docker26`).
+    fn start(tag: &str, cgroup_parent: &str, dockerd: &str) -> Option<CgroupParentDaemon> {
+        if !Path::new(dockerd).exists() {
+            println!("SKIP: no dockerd at {dockerd}");
             return None;
         }
+        let sbin = Path::new(dockerd).parent().expect("dockerd directory");
+        let bin = sbin.parent().expect("prefix").join("bin");
+        let path = format!("{}:{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", sbin.display(), bin.display());
         let dir = PathBuf::from(format!("/tmp/dwpd-{tag}"));
         std::fs::create_dir_all(&dir).expect("dir");
         let log = std::fs::File::create(dir.join("dockerd.log")).expect("log");
         let child = Command::new("unshare")
-            .args(["--net", "/usr/sbin/dockerd", "--host"])
+            .env("PATH", path)
+            .args(["--net", dockerd, "--host"])
             .arg(format!("unix://{}", dir.join("d.sock").display()))
             .arg("--data-root")
             .arg(dir.join("root"))
@@ -875,18 +881,30 @@ impl Drop for CgroupParentDaemon {
 
 #[test]
 fn run_step_budget_holds_on_engine_20_10_with_the_daemon_cgroup_parent() {
+    run_step_budget_holds_with_the_daemon_cgroup_parent("20.10", "/usr/sbin/dockerd");
+}
+
+#[test]
+fn run_step_budget_holds_on_engine_26_1_with_the_daemon_cgroup_parent() {
+    run_step_budget_holds_with_the_daemon_cgroup_parent("26.1", "/opt/docker26/usr/sbin/dockerd");
+}
+
+/// Both BuildKit paths (`/grpc` from buildx, `/build?version=2` from the 20.10 CLI) on a private
+/// daemon of the engine started with `--cgroup-parent` set to the budget's parent.
+fn run_step_budget_holds_with_the_daemon_cgroup_parent(engine: &'static str, dockerd: &str) {
     let Some(cli) = buildx() else { return };
     let Some(cli2010) = cli2010() else {
         println!("SKIP: no Docker CLI 20.10 for the /build?version=2 path");
         return;
     };
-    let name = format!("dwt_pdbk_{}", std::process::id());
+    let tag = format!("grpcbk{}-{}", std::process::id(), engine.replace('.', "_"));
+    let name = format!("dwt_pdbk_{}_{}", std::process::id(), engine.replace('.', "_"));
     let _cg = CgroupCleanup(name.clone());
-    let Some(d) = CgroupParentDaemon::start(&format!("grpcbk{}", std::process::id()), &format!("/{name}")) else { return };
+    let Some(d) = CgroupParentDaemon::start(&tag, &format!("/{name}"), dockerd) else { return };
     let conf = tempfile::NamedTempFile::new().expect("conf");
     std::fs::write(conf.path(), "{}").expect("conf");
     let sock = d.socket();
-    let e = Engine { name: "20.10 (private)", socket: Box::leak(sock.into_boxed_str()), netns: None };
+    let e = Engine { name: if engine == "26.1" { "26.1 (private)" } else { "20.10 (private)" }, socket: Box::leak(sock.into_boxed_str()), netns: None };
     let conf_path = conf.path().to_str().expect("utf-8").to_owned();
     let p = proxy(&e, &["--cgroup-name", &name, "--pids-budget", "40", "--daemon-config", &conf_path]);
     // The defense the daemon must mirror: entitlements and cgroup parent left at their
