@@ -31,9 +31,18 @@ status=0
 {
   cargo test --release --no-fail-fast --lib --bins --tests --examples -- --test-threads=4 --show-output &&
   # Criterion benches take no libtest flags; in test mode each runs once as a smoke test.
-  cargo test --release --benches
+  cargo test --release --benches &&
+  # The Docker-workspace suite starts its own private daemons; the first run used Engine 20.10,
+  # this one gives every workspace an Engine 26.1 dockerd.
+  if [ -x "${DW_ENGINE26_PREFIX:-/opt/docker26}/usr/sbin/dockerd" ]; then
+    echo "engine 26.1 for workspaces: e2e_docker_workspace again with DOCKWARDEN_TEST_DOCKERD"
+    DOCKWARDEN_TEST_DOCKERD="${DW_ENGINE26_PREFIX:-/opt/docker26}/usr/sbin/dockerd" \
+      cargo test --release --test e2e_docker_workspace -- --test-threads=2
+  else
+    echo "skipped: e2e_docker_workspace on Engine 26.1: no dockerd under ${DW_ENGINE26_PREFIX:-/opt/docker26}"
+  fi
 } >"$log" 2>&1 || status=$?
-grep -E '^ +Running |^test result|^test .* (FAILED|ignored)$|^(skip|SKIPPED)|^skipped:|^go_differential|^oracle|parallel creates|past the budget|fork loop|creates were allowed|^error' "$log" || true
+grep -E '^ +Running |^engine 26.1 for workspaces|^test result|^test .* (FAILED|ignored)$|^(skip|SKIPPED)|^skipped:|^go_differential|^oracle|parallel creates|past the budget|fork loop|creates were allowed|^error' "$log" || true
 # One closing line over every suite.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
      END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"
