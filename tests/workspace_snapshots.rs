@@ -114,6 +114,10 @@ fn invalid_worktree_is_restored_and_lost_changes_are_reported() {
         "/v1/workspaces",
         Some(json!({ "id": "r", "repo": repo.display().to_string() })),
     );
+    // The run script writes `build/run.txt` in the background; let it land before the
+    // snapshot, or it is (rightly) reported as changed after the snapshot.
+    let run_txt = svc.worktree("r").join("build/run.txt");
+    workspace_support::wait_until(10, "run script", || run_txt.exists());
     svc.exec("r", "echo saved > saved.txt");
     svc.ok("POST", "/v1/workspaces/r/snapshot", None);
     // After the snapshot: a new file, then the repository is wrecked (no `.git`).
