@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# End-to-end bench: the direct daemon socket, dockwarden and HAProxy (benches/haproxy.cfg),
-# side by side against the same dockerd, alternating the targets within every round.
+# End-to-end bench: the direct daemon socket, a bare hyper forwarder with no policy
+# (examples/bare_forwarder.rs), HAProxy (benches/haproxy.cfg) and dockwarden, side by side
+# against the same dockerd, rotating the order of the four targets within every round.
 #
 #   benches/e2e.sh [--quick] [--rounds N] [--out DIR]
 #   DW_BIN=/path/to/other/dockwarden benches/e2e.sh --out /tmp/before   # compare two builds
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-if [ $QUICK = 1 ]; then DUR=1s; STREAM_MIB=256; CP_MIB=64; RUNS=2; else DUR=3s; STREAM_MIB=1024; CP_MIB=256; RUNS=3; fi
+if [ $QUICK = 1 ]; then DUR=1s; STREAM_MIB=256; CP_MIB=64; BIG_MIB=64; RUNS=2; else DUR=3s; STREAM_MIB=1024; CP_MIB=256; BIG_MIB=256; RUNS=3; fi
 STREAMS=${DW_STREAMS:-1000}
 LOADGEN=${DW_LOADGEN:-loadgen}
 for tool in haproxy python3 "$DOCKER" $([ "$LOADGEN" = oha ] && echo oha); do
@@ -37,19 +38,26 @@ done
 ulimit -n 16384 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-(cd "$ROOT" && cargo build --release --quiet --bin dockwarden --example loadgen 2>/dev/null) ||
-    (cd "$ROOT" && cargo build --release --bin dockwarden --example loadgen)
+(cd "$ROOT" && cargo build --release --quiet --bin dockwarden --example loadgen --example bare_forwarder 2>/dev/null) ||
+    (cd "$ROOT" && cargo build --release --bin dockwarden --example loadgen --example bare_forwarder)
 # DW_BIN runs another build of the proxy (for before/after comparisons); the default is this tree's.
 DW_BIN=${DW_BIN:-$TARGET_DIR/release/dockwarden}
 
 TMP=$(mktemp -d /tmp/dwbench.XXXXXX)
 NAME=dwbench-$$-$RANDOM
-DW_PID= HAP_PID=
+DW_PID= HAP_PID= BARE_PID=
+TARGETS=(direct bare haproxy dockwarden)
 cleanup() {
     set +e
     "$DOCKER" -H "unix://$DAEMON" rm -f "$NAME" >/dev/null 2>&1
-    [ -n "$DW_PID" ] && kill "$DW_PID" 2>/dev/null && wait "$DW_PID" 2>/dev/null
-    [ -n "$HAP_PID" ] && kill "$HAP_PID" 2>/dev/null && wait "$HAP_PID" 2>/dev/null
+    for t in "${TARGETS[@]}"; do
+        DOCKER_HOST="unix://$DAEMON" "$DOCKER" compose -p "$NAME-$t" -f "$TMP/compose.yaml" down -t 0 >/dev/null 2>&1
+        "$DOCKER" -H "unix://$DAEMON" rmi -f "$NAME-ctx-$t" >/dev/null 2>&1
+    done
+    "$DOCKER" -H "unix://$DAEMON" rmi -f "$NAME-load" >/dev/null 2>&1
+    for p in "$DW_PID" "$HAP_PID" "$BARE_PID"; do
+        [ -n "$p" ] && kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
+    done
     rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -60,12 +68,14 @@ mkdir -p "$TMP/ws" "$OUT"
 DW_PID=$!
 DW_HAPROXY_LISTEN=$TMP/hap.sock DW_DAEMON=$DAEMON haproxy -f "$ROOT/benches/haproxy.cfg" -db >"$TMP/hap.log" 2>&1 &
 HAP_PID=$!
-for s in dw.sock hap.sock; do
+"$TARGET_DIR/release/examples/bare_forwarder" "$TMP/bare.sock" "$DAEMON" 2>"$TMP/bare.log" &
+BARE_PID=$!
+for s in dw.sock hap.sock bare.sock; do
     for _ in $(seq 100); do [ -S "$TMP/$s" ] && break; sleep 0.1; done
     [ -S "$TMP/$s" ] || { echo "$s did not come up" >&2; cat "$TMP"/*.log >&2; exit 1; }
 done
 
-sock() { case $1 in direct) echo "$DAEMON" ;; dockwarden) echo "$TMP/dw.sock" ;; haproxy) echo "$TMP/hap.sock" ;; esac; }
+sock() { case $1 in direct) echo "$DAEMON" ;; dockwarden) echo "$TMP/dw.sock" ;; haproxy) echo "$TMP/hap.sock" ;; bare) echo "$TMP/bare.sock" ;; esac; }
 dk() { local t=$1; shift; DOCKER_HOST="unix://$(sock "$t")" DOCKER_CLI_HINTS=false "$DOCKER" "$@"; }
 now() { date +%s.%N; }
 elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.6f}')" "$1" "$2"; }
@@ -75,9 +85,29 @@ CSV=$OUT/results.csv
 echo "round,measure,target,value,unit,better" >"$CSV"
 row() { echo "$ROUND,$1,$2,$3,$4,$5" >>"$CSV"; }
 
-"$DOCKER" -H "unix://$DAEMON" run -d --name "$NAME" "$IMAGE" sleep 86400 >/dev/null
+# Created through dockwarden: it refuses containers made directly on the daemon
+# (`container.foreign`); the other targets can use any container.
+dk dockwarden run -d --name "$NAME" "$IMAGE" sleep 86400 >/dev/null
 dk direct exec "$NAME" sh -c "head -c $((CP_MIB << 20)) /dev/zero > /tmp/big"
 head -c $((CP_MIB << 20)) /dev/zero >"$TMP/big"
+# A build context of BIG_MIB (the classic builder: the context is the request body of POST /build),
+# and an image with a BIG_MIB layer saved to a tar for `docker load` (uploads) and `docker save`
+# (downloads). Random bytes, so nothing on the way can shortcut zeros.
+mkdir -p "$TMP/ctx" "$TMP/img"
+head -c $((BIG_MIB << 20)) /dev/urandom >"$TMP/ctx/blob"
+printf 'FROM %s\nLABEL dwbench=1\n' "$IMAGE" >"$TMP/ctx/Dockerfile"
+ln "$TMP/ctx/blob" "$TMP/img/blob"
+printf 'FROM %s\nCOPY blob /blob\n' "$IMAGE" >"$TMP/img/Dockerfile"
+DOCKER_BUILDKIT=0 dk direct build -q -t "$NAME-load" "$TMP/img" >/dev/null 2>&1
+dk direct save -o "$TMP/img.tar" "$NAME-load"
+IMG_MIB=$(python3 -c "import os; print(os.path.getsize('$TMP/img.tar') / 1048576)")
+# Five services of the test image; SIGKILL so `down` does not wait out sleep's 10 s grace.
+{
+    echo "services:"
+    for i in 1 2 3 4 5; do
+        printf '  s%s:\n    image: %s\n    pull_policy: never\n    command: ["sleep", "86400"]\n    stop_signal: SIGKILL\n' "$i" "$IMAGE"
+    done
+} >"$TMP/compose.yaml"
 dk dockwarden version >/dev/null 2>&1 || true
 ROUND=0
 row rss_idle_fresh dockwarden "$(rss_kib "$DW_PID")" KiB lower
@@ -101,10 +131,11 @@ p = d["latencyPercentiles"]
 print(d["summary"]["requestsPerSec"], p["p50"] * 1e3, p["p99"] * 1e3)'
 }
 
-order() { # rotate the three targets by the round number
-    local t=(direct dockwarden haproxy) i
-    for i in 0 1 2; do echo "${t[$(((i + ROUND) % 3))]}"; done
+order() { # rotate the four targets by the round number
+    local i n=${#TARGETS[@]}
+    for ((i = 0; i < n; i++)); do echo "${TARGETS[$(((i + ROUND) % n))]}"; done
 }
+rate() { python3 -c "import sys; print(float(sys.argv[1]) / (float(sys.argv[3]) - float(sys.argv[2])))" "$@"; }
 
 for ROUND in $(seq 1 "$ROUNDS"); do
     echo "round $ROUND/$ROUNDS" >&2
@@ -150,6 +181,46 @@ for ROUND in $(seq 1 "$ROUNDS"); do
         t0=$(now); dk "$t" cp "$TMP/big" "$NAME:/tmp/up"; t1=$(now)
         row cp_to_container "$t" "$(python3 -c "print($CP_MIB / ($t1 - $t0))")" MiB/s higher
     done
+    for t in $(order); do
+        # Uploads: a build context (classic builder, request body) and `docker load`.
+        t0=$(now)
+        if DOCKER_BUILDKIT=0 dk "$t" build -q -t "$NAME-ctx-$t" "$TMP/ctx" >/dev/null 2>"$TMP/err"; then
+            t1=$(now); row build_context "$t" "$(rate "$BIG_MIB" "$t0" "$t1")" MiB/s higher
+        else
+            echo "build_context via $t failed: $(head -c 200 "$TMP/err")" >&2
+        fi
+        dk direct rmi -f "$NAME-ctx-$t" >/dev/null 2>&1 || true
+        dk direct rmi -f "$NAME-load" >/dev/null
+        t0=$(now)
+        if dk "$t" load -q -i "$TMP/img.tar" >/dev/null 2>"$TMP/err"; then
+            t1=$(now); row image_load "$t" "$(rate "$IMG_MIB" "$t0" "$t1")" MiB/s higher
+        else
+            echo "image_load via $t failed: $(head -c 200 "$TMP/err")" >&2
+            dk direct load -q -i "$TMP/img.tar" >/dev/null
+        fi
+        # Download: `docker save` of the same image.
+        t0=$(now)
+        if dk "$t" save "$NAME-load" >/dev/null 2>"$TMP/err"; then
+            t1=$(now); row image_save "$t" "$(rate "$IMG_MIB" "$t0" "$t1")" MiB/s higher
+        else
+            echo "image_save via $t failed: $(head -c 200 "$TMP/err")" >&2
+        fi
+    done
+    for t in $(order); do
+        t0=$(now)
+        if dk "$t" compose -p "$NAME-$t" -f "$TMP/compose.yaml" up -d >/dev/null 2>"$TMP/err"; then
+            t1=$(now); row compose_up "$t" "$(elapsed "$t0" "$t1")" s lower
+        else
+            echo "compose up via $t failed: $(head -c 300 "$TMP/err")" >&2
+        fi
+        t0=$(now)
+        if dk "$t" compose -p "$NAME-$t" -f "$TMP/compose.yaml" down >/dev/null 2>"$TMP/err"; then
+            t1=$(now); row compose_down "$t" "$(elapsed "$t0" "$t1")" s lower
+        else
+            echo "compose down via $t failed: $(head -c 300 "$TMP/err")" >&2
+            DOCKER_HOST="unix://$DAEMON" "$DOCKER" compose -p "$NAME-$t" -f "$TMP/compose.yaml" down -t 0 >/dev/null 2>&1 || true
+        fi
+    done
     row rss_idle dockwarden "$(rss_kib "$DW_PID")" KiB lower
     row rss_idle haproxy "$(rss_kib "$HAP_PID")" KiB lower
     for t in dockwarden haproxy; do
@@ -166,6 +237,6 @@ cat >"$OUT/meta.json" <<JSON
  "dockerd": "$("$DOCKER" -H "unix://$DAEMON" version --format '{{.Server.Version}} (API {{.Server.APIVersion}})')",
  "haproxy": "$(haproxy -v | head -1 | awk '{print "HAProxy", $3}')", "rustc": "$(rustc -V | awk '{print "rustc", $2}')",
  "loadgen": "$([ "$LOADGEN" = oha ] && oha --version || echo examples/loadgen.rs)", "mode": "$([ $QUICK = 1 ] && echo quick || echo full)", "rounds": $ROUNDS,
- "dockwarden_bin": "$DW_BIN", "durations": "load ${DUR} per point, exec ${STREAM_MIB} MiB each way, cp ${CP_MIB} MiB each way, ${RUNS} docker runs per target per round"}
+ "dockwarden_bin": "$DW_BIN", "durations": "load ${DUR} per point, exec ${STREAM_MIB} MiB each way, cp ${CP_MIB} MiB each way, build context ${BIG_MIB} MiB, image load/save $(printf %.0f "$IMG_MIB") MiB, ${RUNS} docker runs per target per round"}
 JSON
 python3 "$ROOT/benches/report.py" "$CSV" "$OUT/meta.json" "$OUT"

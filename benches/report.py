@@ -11,8 +11,9 @@ import statistics
 import sys
 from collections import OrderedDict
 
-TARGETS = ["direct", "dockwarden", "haproxy"]
-COLORS = {"direct": "#9e9e9e", "dockwarden": "#1f77b4", "haproxy": "#ff7f0e"}
+TARGETS = ["direct", "bare", "haproxy", "dockwarden"]
+COLORS = {"direct": "#9e9e9e", "bare": "#2ca02c", "haproxy": "#ff7f0e", "dockwarden": "#1f77b4"}
+NAMES = {"direct": "direct", "bare": "bare hyper", "haproxy": "HAProxy", "dockwarden": "dockwarden"}
 
 
 def load(path):
@@ -29,9 +30,11 @@ def summarise(data):
     for measure, m in data.items():
         med = {t: statistics.median(v) for t, v in m["values"].items() if v}
         entry = {"unit": m["unit"], "better": m["better"], "median": med,
+                 "min": {t: min(v) for t, v in m["values"].items() if v},
+                 "max": {t: max(v) for t, v in m["values"].items() if v},
                  "n": {t: len(v) for t, v in m["values"].items()}}
         dw = med.get("dockwarden")
-        for other in ("direct", "haproxy"):
+        for other in ("direct", "haproxy", "bare"):
             o = med.get(other)
             entry[f"dockwarden/{other}"] = (dw / o) if dw is not None and o else None
         out[measure] = entry
@@ -48,21 +51,41 @@ def fmt(v):
     return f"{v:.3g}"
 
 
+def cell(e, t):
+    """Median, with the min–max spread when there is more than one sample."""
+    md = e["median"].get(t)
+    if md is None:
+        return "–"
+    if e["n"].get(t, 0) > 1:
+        return f"{fmt(md)} ({fmt(e['min'][t])}–{fmt(e['max'][t])})"
+    return fmt(md)
+
+
 def markdown(summary, meta):
     lines = [
         f"Run {meta.get('date')} on {meta.get('machine')}; dockerd {meta.get('dockerd')}, "
         f"{meta.get('haproxy')}, {meta.get('rustc')}; mode `{meta.get('mode')}`, "
-        f"{meta.get('rounds')} rounds, targets alternated within each round.",
+        f"{meta.get('rounds')} rounds, targets alternated within each round. "
+        "Cells: median (min–max over the rounds).",
         "",
-        "| measure | unit | better | direct | dockwarden | HAProxy | dockwarden/direct | dockwarden/HAProxy |",
-        "|---|---|---|---:|---:|---:|---:|---:|",
+        "| measure | unit | better | " + " | ".join(NAMES[t] for t in TARGETS)
+        + " | dockwarden/direct | dockwarden/HAProxy | dockwarden/bare |",
+        "|---|---|---|" + "---:|" * (len(TARGETS) + 3),
     ]
     for k, e in summary.items():
-        md = e["median"]
         lines.append(
-            f"| {k} | {e['unit']} | {e['better']} | {fmt(md.get('direct'))} | {fmt(md.get('dockwarden'))} | "
-            f"{fmt(md.get('haproxy'))} | {fmt(e['dockwarden/direct'])} | {fmt(e['dockwarden/haproxy'])} |"
+            f"| {k} | {e['unit']} | {e['better']} | " + " | ".join(cell(e, t) for t in TARGETS)
+            + f" | {fmt(e['dockwarden/direct'])} | {fmt(e['dockwarden/haproxy'])} | {fmt(e['dockwarden/bare'])} |"
         )
+    added = [(k, e) for k, e in summary.items() if k.endswith("_p50") and e["median"].get("direct")]
+    if added:
+        lines += ["", "Added p50 latency over direct (µs, medians):", "",
+                  "| measure | " + " | ".join(NAMES[t] for t in TARGETS[1:]) + " |",
+                  "|---|" + "---:|" * (len(TARGETS) - 1)]
+        for k, e in added:
+            d = e["median"]["direct"]
+            vals = [fmt((e["median"][t] - d) * 1e3) if t in e["median"] else "–" for t in TARGETS[1:]]
+            lines.append(f"| {k} | " + " | ".join(vals) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -78,7 +101,8 @@ def svg(summary, title):
     rows = [(k, e) for k, e in summary.items() if e["median"].get("direct")]
     bar_h, gap, left, width = 9, 10, 250, 460
     top = 50
-    height = top + len(rows) * (3 * bar_h + gap) + 40
+    nt = len(TARGETS)
+    height = top + len(rows) * (nt * bar_h + gap) + 40
     vmax = max([1.2] + [s for _, e in rows for t in TARGETS if (s := speed(e, t))])
     vmax = min(vmax, 3.0)
     x = lambda v: left + width * min(v, vmax) / vmax
@@ -90,7 +114,7 @@ def svg(summary, title):
            f'latency, wall time and RSS inverted)</text>']
     y = top
     for k, e in rows:
-        out.append(f'<text x="{left - 6}" y="{y + 1.8 * bar_h}" text-anchor="end">{k}</text>')
+        out.append(f'<text x="{left - 6}" y="{y + nt * bar_h / 2 + 3}" text-anchor="end">{k}</text>')
         for i, t in enumerate(TARGETS):
             s = speed(e, t)
             if s is None:
@@ -98,13 +122,13 @@ def svg(summary, title):
             yy = y + i * bar_h
             out.append(f'<rect x="{left}" y="{yy}" width="{x(s) - left:.1f}" height="{bar_h - 1}" fill="{COLORS[t]}"/>')
             out.append(f'<text x="{x(s) + 3:.1f}" y="{yy + bar_h - 1}" font-size="9">{s:.2f}</text>')
-        y += 3 * bar_h + gap
+        y += nt * bar_h + gap
     one = x(1.0)
     out.append(f'<line x1="{one:.1f}" y1="{top - 4}" x2="{one:.1f}" y2="{y}" stroke="black" stroke-dasharray="3,3"/>')
     lx = left
     for t in TARGETS:
         out.append(f'<rect x="{lx}" y="{y + 12}" width="10" height="10" fill="{COLORS[t]}"/>')
-        out.append(f'<text x="{lx + 14}" y="{y + 21}">{t}</text>')
+        out.append(f'<text x="{lx + 14}" y="{y + 21}">{NAMES[t]}</text>')
         lx += 110
     out.append("</svg>")
     return "\n".join(out) + "\n"

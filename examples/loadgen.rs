@@ -3,7 +3,7 @@
 //! proxy under test as possible on a small machine.
 //!
 //! `loadgen SOCKET PATH CONNECTIONS SECONDS` prints oha-shaped JSON:
-//! `{"summary":{"requestsPerSec":..},"latencyPercentiles":{"p50":s,"p99":s},"statusCodeDistribution":{..}}`
+//! `{"summary":{"requestsPerSec":..,"requests":..},"latencyPercentiles":{"p50":s,"p99":s},"statusCodeDistribution":{..}}`
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -104,8 +104,9 @@ fn main() -> Result<()> {
     let pct = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0) as f64 / 1e6;
     let codes: Vec<String> = codes.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
     println!(
-        "{{\"summary\":{{\"requestsPerSec\":{}}},\"latencyPercentiles\":{{\"p50\":{},\"p99\":{}}},\"statusCodeDistribution\":{{{}}}}}",
+        "{{\"summary\":{{\"requestsPerSec\":{},\"requests\":{}}},\"latencyPercentiles\":{{\"p50\":{},\"p99\":{}}},\"statusCodeDistribution\":{{{}}}}}",
         lat.len() as f64 / wall.as_secs_f64(),
+        lat.len(),
         pct(0.50),
         pct(0.99),
         codes.join(",")
