@@ -142,8 +142,27 @@ impl Endpoint {
 
     /// A short stable name for logs and the audit trail.
     pub fn name(&self) -> String {
-        let dbg = format!("{self:?}");
-        dbg.split('(').next().unwrap_or("Unknown").to_owned()
+        // The variant's name is what `Debug` writes before the first `(`; stop formatting there
+        // rather than format (and escape) the ids too: ~1,500 instructions of every proxied
+        // container inspect (callgrind, benches/README.md).
+        struct UpToParen(String);
+        impl std::fmt::Write for UpToParen {
+            fn write_str(&mut self, s: &str) -> std::fmt::Result {
+                match s.find('(') {
+                    Some(i) => {
+                        self.0.push_str(&s[..i]);
+                        Err(std::fmt::Error)
+                    }
+                    None => {
+                        self.0.push_str(s);
+                        Ok(())
+                    }
+                }
+            }
+        }
+        let mut out = UpToParen(String::new());
+        let _ = std::fmt::write(&mut out, format_args!("{self:?}"));
+        if out.0.is_empty() { "Unknown".to_owned() } else { out.0 }
     }
 }
 

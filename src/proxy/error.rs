@@ -19,6 +19,9 @@ pub enum ProxyError {
     TooLarge(usize),
     #[error("dockwarden: cannot reach the docker daemon at `{socket}`: {reason}")]
     Upstream { socket: String, reason: String },
+    /// The audit record of an allowed request could not be written; it is not forwarded.
+    #[error("dockwarden: {0}; the request was not forwarded")]
+    Audit(#[from] super::audit::AuditError),
     #[error("dockwarden: internal error")]
     Internal(String),
 }
@@ -31,6 +34,7 @@ impl ProxyError {
             ProxyError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ProxyError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ProxyError::Upstream { .. } => StatusCode::BAD_GATEWAY,
+            ProxyError::Audit(_) => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

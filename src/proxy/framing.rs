@@ -171,6 +171,15 @@ impl Tracker {
 
 /// Appends bytes to `buf` until the head's blank line; returns (found, bytes consumed).
 fn take_until_blank_line(buf: &mut Vec<u8>, data: &[u8]) -> (bool, usize) {
+    // The common case, a whole head in one read with no leading empty lines: one scan, one copy.
+    if buf.is_empty() && data.first().is_some_and(|b| *b != b'\r' && *b != b'\n') {
+        let end = data.windows(2).position(|w| w == b"\n\n").map(|p| p + 2);
+        let end_crlf = data.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4);
+        if let Some(e) = [end, end_crlf].into_iter().flatten().min() {
+            buf.extend_from_slice(&data[..e]);
+            return (true, e);
+        }
+    }
     for (i, &b) in data.iter().enumerate() {
         buf.push(b);
         if b == b'\n' && (buf.ends_with(b"\r\n\r\n") || buf.ends_with(b"\n\n")) {
@@ -211,6 +220,11 @@ pub struct Watched<T> {
 impl<T> Watched<T> {
     pub fn new(inner: T, verdicts: Verdicts) -> Self {
         Self { inner, tracker: Tracker::new(verdicts), scratch: vec![0u8; 16 * 1024] }
+    }
+
+    /// The connection itself, for a tunnel after a protocol switch (nothing left to watch).
+    pub fn into_inner(self) -> T {
+        self.inner
     }
 }
 

@@ -43,6 +43,8 @@ const HOP: &[&str] = &[
 const INVALID_ARGUMENT: u32 = 3;
 const PERMISSION_DENIED: u32 = 7;
 const RESOURCE_EXHAUSTED: u32 = 8;
+/// The audit record of an allowed call could not be written.
+const UNAVAILABLE: u32 = 14;
 
 static CAPTURED: AtomicU64 = AtomicU64::new(0);
 
@@ -84,6 +86,8 @@ async fn call(
     peer: Peer,
 ) -> Response<ProxyBody> {
     let method = req.uri().path().to_owned();
+    // Refusals go out even when their record fails (logged loudly); an allowed call whose
+    // record fails is refused (below).
     let audit = |decision: &str, rules: Vec<&str>, rewrites: Vec<String>| {
         shared.audit.write(&Record {
             time: now_rfc3339(),
@@ -95,7 +99,7 @@ async fn call(
             decision,
             rules,
             rewrites,
-        });
+        })
     };
     let (parts, incoming) = req.into_parts();
     let mut rewrites = Vec::new();
@@ -105,11 +109,13 @@ async fn call(
         Call::Allow => incoming.boxed(),
         Call::Deny(d) => {
             if !shared.dry_run {
-                audit("deny", vec![d.rule], Vec::new());
+                let _ = audit("deny", vec![d.rule], Vec::new());
                 tracing::info!(rule.id = d.rule, grpc.method = %method, "denied: {}", d.message);
                 return status_response(PERMISSION_DENIED, &d.client_message());
             }
-            audit("would-deny", vec![d.rule], Vec::new());
+            if let Err(e) = audit("would-deny", vec![d.rule], Vec::new()) {
+                return status_response(UNAVAILABLE, &format!("dockwarden: {e}; the call was not forwarded"));
+            }
             audited = true;
             tracing::warn!(rule.id = d.rule, grpc.method = %method, "DRY RUN: would deny, forwarding anyway: {}", d.message);
             incoming.boxed()
@@ -118,7 +124,7 @@ async fn call(
             let payload = match read_unary(incoming).await {
                 Ok(p) => p,
                 Err((code, msg)) => {
-                    audit("deny", vec!["request.body.invalid"], Vec::new());
+                    let _ = audit("deny", vec!["request.body.invalid"], Vec::new());
                     tracing::info!(grpc.method = %method, "refused an unreadable gRPC request: {msg}");
                     return status_response(code, &msg);
                 }
@@ -138,17 +144,19 @@ async fn call(
                     body::full(frame(&msg))
                 }
                 Err(Refusal::Invalid(m)) => {
-                    audit("deny", vec!["request.body.invalid"], Vec::new());
+                    let _ = audit("deny", vec!["request.body.invalid"], Vec::new());
                     tracing::info!(grpc.method = %method, "refused an unreadable gRPC message: {m}");
                     return status_response(INVALID_ARGUMENT, &format!("dockwarden: {m}"));
                 }
                 Err(Refusal::Denied(d)) if !shared.dry_run => {
-                    audit("deny", vec![d.rule], Vec::new());
+                    let _ = audit("deny", vec![d.rule], Vec::new());
                     tracing::info!(rule.id = d.rule, grpc.method = %method, "denied: {}", d.message);
                     return status_response(PERMISSION_DENIED, &d.client_message());
                 }
                 Err(Refusal::Denied(d)) => {
-                    audit("would-deny", vec![d.rule], Vec::new());
+                    if let Err(e) = audit("would-deny", vec![d.rule], Vec::new()) {
+                        return status_response(UNAVAILABLE, &format!("dockwarden: {e}; the call was not forwarded"));
+                    }
                     audited = true;
                     tracing::warn!(rule.id = d.rule, grpc.method = %method, "DRY RUN: would deny, forwarding anyway: {}", d.message);
                     body::full(frame(&payload))
@@ -162,7 +170,9 @@ async fn call(
         } else {
             vec!["limits.cgroup_parent"]
         };
-        audit("allow", rules, rewrites);
+        if let Err(e) = audit("allow", rules, rewrites) {
+            return status_response(UNAVAILABLE, &format!("dockwarden: {e}; the call was not forwarded"));
+        }
     }
     let uri = match Uri::builder()
         .scheme("http")

@@ -50,6 +50,8 @@ pub struct ConnInfo {
     pub verdicts: Verdicts,
     /// Requests seen so far on this connection; hyper serves them in order.
     pub requests: AtomicU64,
+    /// This connection's own daemon connection for forwarded requests (`link`).
+    pub link: super::link::Link,
 }
 
 /// Transport limits.
@@ -109,7 +111,8 @@ pub async fn run(
             .unwrap_or_default();
         let shared = shared.clone();
         let verdicts = Verdicts::default();
-        let conn_info = Arc::new(ConnInfo { peer, verdicts: verdicts.clone(), requests: AtomicU64::new(0) });
+        let link = super::link::Link::new(&shared.upstream_path);
+        let conn_info = Arc::new(ConnInfo { peer, verdicts: verdicts.clone(), requests: AtomicU64::new(0), link });
         let svc = service_fn(move |req| super::handler::handle(req, shared.clone(), conn_info.clone()));
         let conn = http1::Builder::new()
             .timer(TokioTimer::new())

@@ -78,3 +78,8 @@ pub fn client(path: PathBuf) -> Upstream {
 pub fn uri(path_and_query: &str) -> Result<Uri, http::Error> {
     Uri::builder().scheme("http").authority("docker").path_and_query(path_and_query).build()
 }
+
+/// The origin-form URI of a forwarded request (`super::link` writes it as-is).
+pub fn origin(path_and_query: &str) -> Result<Uri, http::Error> {
+    Uri::builder().path_and_query(path_and_query).build()
+}

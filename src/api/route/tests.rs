@@ -67,3 +67,11 @@ fn version_prefix_is_lenient_like_dockerd() {
     assert_eq!(route("GET", "/v1../info").version, ApiVersion::parse("1"));
     assert_eq!(route("GET", "/v01.041/info").version, ApiVersion::parse("1.41"));
 }
+
+#[test]
+fn endpoint_names_are_the_variant_names() {
+    assert_eq!(Endpoint::ContainerList.name(), "ContainerList");
+    assert_eq!(Endpoint::ContainerInspect("a(b)\"c".into()).name(), "ContainerInspect");
+    assert_eq!(Endpoint::CheckpointDelete("x".into(), "y".into()).name(), "CheckpointDelete");
+    assert_eq!(Endpoint::Unknown.name(), "Unknown");
+}
