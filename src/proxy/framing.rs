@@ -125,6 +125,11 @@ impl Tracker {
         }
     }
 
+    /// Whether the next bytes belong to a request body (or come after an upgrade).
+    pub fn in_body(&self) -> bool {
+        !matches!(self.state, State::Head(_))
+    }
+
     fn next_head(&mut self) {
         self.index += 1;
         self.state = State::Head(Vec::new());
@@ -210,6 +215,10 @@ fn find_trailer_end(buf: &[u8]) -> Option<usize> {
     buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
 }
 
+/// Scratch per connection between requests, and at most inside a request body.
+const SCRATCH: usize = 16 * 1024;
+const MAX_SCRATCH: usize = 256 * 1024;
+
 /// The client connection, watched by a [`Tracker`].
 pub struct Watched<T> {
     inner: T,
@@ -219,7 +228,7 @@ pub struct Watched<T> {
 
 impl<T> Watched<T> {
     pub fn new(inner: T, verdicts: Verdicts) -> Self {
-        Self { inner, tracker: Tracker::new(verdicts), scratch: vec![0u8; 16 * 1024] }
+        Self { inner, tracker: Tracker::new(verdicts), scratch: vec![0u8; SCRATCH] }
     }
 
     /// The connection itself, for a tunnel after a protocol switch (nothing left to watch).
@@ -231,8 +240,19 @@ impl<T> Watched<T> {
 impl<T: Read + Unpin> Read for Watched<T> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, mut buf: ReadBufCursor<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        // Inside a body (an upload) hyper asks for more than 16 KiB at a time: let it have up to
+        // 256 KiB per read, so a `docker cp` or build context moves in large frames. Back at a
+        // head, the scratch shrinks again (1,000 idle `/events` connections stay small).
+        let want = buf.remaining();
+        if this.tracker.in_body() {
+            if want > this.scratch.len() && this.scratch.len() < MAX_SCRATCH {
+                this.scratch.resize(want.min(MAX_SCRATCH), 0);
+            }
+        } else if this.scratch.len() > SCRATCH {
+            this.scratch = vec![0u8; SCRATCH];
+        }
         // Read into a scratch buffer so the bytes can be observed before hyper sees them.
-        let n = buf.remaining().min(this.scratch.len());
+        let n = want.min(this.scratch.len());
         let mut rb = hyper::rt::ReadBuf::new(&mut this.scratch[..n]);
         match Pin::new(&mut this.inner).poll_read(cx, rb.unfilled()) {
             Poll::Ready(Ok(())) => {
