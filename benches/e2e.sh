@@ -187,7 +187,7 @@ for ROUND in $(seq 1 "$ROUNDS"); do
         if DOCKER_BUILDKIT=0 dk "$t" build -q -t "$NAME-ctx-$t" "$TMP/ctx" >/dev/null 2>"$TMP/err"; then
             t1=$(now); row build_context "$t" "$(rate "$BIG_MIB" "$t0" "$t1")" MiB/s higher
         else
-            echo "build_context via $t failed: $(head -c 200 "$TMP/err")" >&2
+            echo "build_context via $t failed: $(grep -v -i -e deprecated -e buildkit -e environment-variable -e '^ *$' "$TMP/err" | head -c 200)" >&2
         fi
         dk direct rmi -f "$NAME-ctx-$t" >/dev/null 2>&1 || true
         dk direct rmi -f "$NAME-load" >/dev/null
