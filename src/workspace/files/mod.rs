@@ -1,5 +1,6 @@
 //! The files API: operations on paths relative to a worktree, never escaping it.
 
+pub mod batch;
 mod ops;
 mod resolve;
 mod tree;
