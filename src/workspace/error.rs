@@ -16,6 +16,9 @@ pub enum WsError {
     SnapshotNotFound(String),
     #[error("path `{0}` escapes the worktree")]
     InvalidPath(String),
+    /// A symlink met while resolving `path` (the rule: no symlink is ever followed).
+    #[error("{}", symlink_message(path, link))]
+    Symlink { path: String, link: String },
     #[error("path `{0}` does not exist")]
     NoSuchPath(String),
     #[error("file `{path}` is {size} bytes; reads are limited to {limit} bytes")]
@@ -70,7 +73,7 @@ impl WsError {
             WsError::NoEndpoint(_) => "no_endpoint",
             WsError::NoSpace { .. } => "no_space",
             WsError::Exists(_) => "exists",
-            WsError::InvalidPath(_) => "invalid_path",
+            WsError::InvalidPath(_) | WsError::Symlink { .. } => "invalid_path",
             WsError::TooLarge { .. } => "too_large",
             WsError::Invalid(_) | WsError::Clone { .. } => "invalid",
             WsError::WrongState { .. } => "wrong_state",
@@ -160,6 +163,18 @@ impl From<rusqlite::Error> for WsError {
         } else {
             WsError::Db(e)
         }
+    }
+}
+
+fn symlink_message(path: &str, link: &str) -> String {
+    if path == link {
+        format!(
+            "`{path}` is a symlink; file calls never follow symlinks (info, exists, remove and rename act on the link itself)"
+        )
+    } else {
+        format!(
+            "`{link}` in `{path}` is a symlink; file calls never follow symlinks, even to a directory inside the worktree"
+        )
     }
 }
 

@@ -1,7 +1,6 @@
 //! Workspace processes never outlive the service unsupervised.
 //!
-//! On SIGTERM the service stops every process of every live workspace (and its runtime's
-//! daemon) before it exits. After a crash (`kill -9`) the restarted service finds every
+//! On SIGTERM the service stops every process of every live workspace before it exits. After a crash (`kill -9`) the restarted service finds every
 //! process of each workspace again by its uid (each workspace runs as its own uid; its
 //! commands also run in their own process groups) and stops it. Either way the workspace
 //! records that its commands were interrupted, and a live workspace's `run` script is
@@ -21,7 +20,7 @@ use crate::workspace::store;
 const STOP_BOUND: Duration = Duration::from_secs(10);
 
 impl Service {
-    /// Stops the processes and runtimes of every live workspace; returns how many
+    /// Stops the processes of every live workspace; returns how many
     /// processes or groups were signalled.
     pub async fn stop_on_shutdown(&self) -> u32 {
         let Ok(all) = self.store.list() else {
@@ -41,11 +40,8 @@ impl Service {
                     0
                 }
             };
-            if let Ok(spec) = self.run_spec(&ws, &BTreeMap::new())
-                && let Err(e) = self.runtime.down(&spec).await
-            {
-                warn!(workspace.id = %ws.id, error = %e, "stopping the runtime at shutdown failed");
-            }
+            // The runtime (daemon, proxy) stays: the next start restarts it on the same
+            // data root, as after a crash.
             if n > 0 {
                 self.record_interruption(
                     &ws.id,

@@ -3,6 +3,7 @@
 pub mod batch;
 mod ops;
 mod resolve;
+mod symlink;
 mod tree;
 
 pub use ops::{FileInfo, FileKind, Files, MAX_IO_BYTES};
