@@ -1,9 +1,11 @@
-//! Space kept back for closing transitions on a full disk: a file of zeros beside the
-//! state database, given up when a journal row could otherwise not be removed, and taken
-//! again once the disk has room.
+//! Space kept back for closing transitions on a full disk: chunks of zeros in
+//! `<state>/space.reserve/`, given up one at a time when a journal row or a stop could
+//! otherwise not be recorded, and taken again once the disk has room.
 //!
 //! Without it a full disk leaves a journal row behind (SQLite needs room in its WAL to
-//! delete a row), and the workspace can then neither be stopped nor cleaned up.
+//! delete a row), and the workspace can then neither be stopped nor cleaned up. Chunks,
+//! not one file: what one release frees may be taken by a workspace still writing, and the
+//! next transition still finds a chunk to give up.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -12,54 +14,75 @@ use tracing::{info, warn};
 
 use crate::workspace::error::free_bytes;
 
-/// Enough for many small transactions in the WAL.
-pub const RESERVE_BYTES: u64 = 4 * 1024 * 1024;
+/// Each chunk holds many small transactions' WAL frames.
+pub const CHUNK_BYTES: u64 = 1024 * 1024;
+pub const CHUNKS: usize = 4;
 
-/// The reserve file of one state directory.
+/// The reserve of one state directory.
 #[derive(Debug)]
 pub struct Reserve {
-    path: PathBuf,
+    dir: PathBuf,
 }
 
 impl Reserve {
-    pub fn new(path: &Path) -> Self {
+    pub fn new(dir: &Path) -> Self {
         Reserve {
-            path: path.to_path_buf(),
+            dir: dir.to_path_buf(),
         }
     }
 
-    /// True when the reserve is held.
-    pub fn held(&self) -> bool {
-        std::fs::metadata(&self.path).is_ok_and(|m| m.len() >= RESERVE_BYTES)
+    fn chunk(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("chunk-{i}"))
     }
 
-    /// Takes the reserve again if it is missing and the disk has room for it and more.
+    fn has(&self, i: usize) -> bool {
+        std::fs::metadata(self.chunk(i)).is_ok_and(|m| m.len() >= CHUNK_BYTES)
+    }
+
+    /// How many chunks are held.
+    pub fn held(&self) -> usize {
+        (0..CHUNKS).filter(|i| self.has(*i)).count()
+    }
+
+    /// Takes missing chunks again while the disk has room for them and as much again.
     pub fn ensure(&self) {
-        if self.held() || free_bytes(&self.path) < RESERVE_BYTES.saturating_mul(2) {
+        if self.held() == CHUNKS {
             return;
         }
-        // Real blocks, not a sparse file: `set_len` would reserve nothing.
-        let chunk = vec![0u8; 64 * 1024];
-        let written = std::fs::File::create(&self.path).and_then(|mut f| {
-            for _ in 0..RESERVE_BYTES / chunk.len() as u64 {
-                f.write_all(&chunk)?;
+        let _ = std::fs::create_dir_all(&self.dir);
+        for i in (0..CHUNKS).filter(|i| !self.has(*i)) {
+            if free_bytes(&self.dir) < CHUNK_BYTES.saturating_mul(2) {
+                return;
             }
-            f.sync_all()
-        });
-        if let Err(e) = written {
-            warn!(path = %self.path.display(), error = %e, "could not take the space reserve");
-            let _ = std::fs::remove_file(&self.path);
+            if let Err(e) = write_chunk(&self.chunk(i)) {
+                warn!(path = %self.dir.display(), error = %e, "could not take the space reserve");
+                let _ = std::fs::remove_file(self.chunk(i));
+                return;
+            }
         }
     }
 
-    /// Gives the reserve up; true if there was one to give.
+    /// Gives one chunk up; true if there was one to give.
     pub fn release(&self) -> bool {
-        let had = std::fs::remove_file(&self.path).is_ok();
+        let Some(i) = (0..CHUNKS).rev().find(|i| self.chunk(*i).exists()) else {
+            return false;
+        };
+        let had = std::fs::remove_file(self.chunk(i)).is_ok();
         if had {
-            info!(path = %self.path.display(), "disk full: released the space reserve");
+            info!(path = %self.dir.display(), "disk full: released a chunk of the space reserve");
         }
         had
     }
+}
+
+/// Real blocks, not a sparse file: `set_len` would reserve nothing.
+fn write_chunk(path: &Path) -> std::io::Result<()> {
+    let block = vec![0u8; 64 * 1024];
+    let mut f = std::fs::File::create(path)?;
+    for _ in 0..CHUNK_BYTES / block.len() as u64 {
+        f.write_all(&block)?;
+    }
+    f.sync_all()
 }
 
 #[cfg(test)]
@@ -67,15 +90,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reserve_is_taken_released_and_taken_again() {
+    fn reserve_is_given_up_chunk_by_chunk_and_taken_again() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let r = Reserve::new(&dir.path().join("reserve"));
+        let r = Reserve::new(&dir.path().join("space.reserve"));
         r.ensure();
-        assert!(r.held());
-        assert!(r.release());
-        assert!(!r.held());
+        assert_eq!(r.held(), CHUNKS);
+        for left in (0..CHUNKS).rev() {
+            assert!(r.release());
+            assert_eq!(r.held(), left);
+        }
         assert!(!r.release(), "nothing left to release");
         r.ensure();
-        assert!(r.held());
+        assert_eq!(r.held(), CHUNKS);
     }
 }

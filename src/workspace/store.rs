@@ -96,11 +96,14 @@ impl Store {
     }
 
     /// `tx` for transitions that must complete (closing the journal, recording a stop): on
-    /// a full disk the space reserve is given up and the transaction tried once more.
+    /// a full disk a chunk of the space reserve is given up and the transaction tried
+    /// again, until it succeeds or the reserve is gone.
     pub fn tx_reserved<T>(&self, f: impl Fn(&Transaction<'_>) -> WsResult<T>) -> WsResult<T> {
-        match self.tx(&f) {
-            Err(e) if e.is_no_space() && self.reserve.release() => self.tx(&f),
-            other => other,
+        loop {
+            match self.tx(&f) {
+                Err(e) if e.is_no_space() && self.reserve.release() => continue,
+                other => return other,
+            }
         }
     }
 

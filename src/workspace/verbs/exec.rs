@@ -53,7 +53,13 @@ impl Service {
         let _activity = ExecGuard::new(live);
         if ws.status == Status::Ready {
             ws.status = Status::Running;
-            self.store.tx(|tx| store::put_ws(tx, &ws))?;
+            match self.store.tx(|tx| store::put_ws(tx, &ws)) {
+                // On a full disk the command that frees space must still run.
+                Err(e) if e.is_no_space() => {
+                    tracing::warn!(workspace.id = %id, error = %e, "status `running` not recorded: disk full");
+                }
+                other => other?,
+            }
         }
         let spec = self.run_spec(&ws, &req.env)?;
         let timeout = req.timeout_ms.map(std::time::Duration::from_millis);
