@@ -657,3 +657,98 @@ fn delete_during_creating_cancels_the_setup_and_exec_says_to_wait() {
     assert!(pids_of(28900).is_empty(), "setup processes stopped");
     assert!(!svc.state.join("workspaces/doomed").exists());
 }
+
+#[test]
+fn symlink_components_are_named_and_rename_never_overwrites() {
+    let svc = Svc::start(28950, &[], &[]);
+    svc.ok("POST", "/v1/workspaces", Some(json!({ "id": "s" })));
+    svc.exec(
+        "s",
+        "mkdir -p real && echo in > real/f && ln -s real inlink && echo t > target && ln -s target flink",
+    );
+    // A symlink to a directory inside the worktree: refused, and named as a symlink.
+    let (status, body) = svc.read("s", "inlink/f");
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (400, Some("invalid_path")),
+        "{v}"
+    );
+    let msg = v["message"].as_str().unwrap();
+    assert!(msg.contains("`inlink` in `inlink/f` is a symlink"), "{msg}");
+    assert!(!msg.contains("escapes"), "{msg}");
+    // Last component: lstat semantics.
+    let info = svc.ok("GET", "/v1/workspaces/s/files/info?path=flink", None);
+    assert_eq!(info["kind"], "symlink", "{info}");
+    let (status, body) = svc.read("s", "flink");
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(status, 400);
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("`flink` is a symlink"),
+        "{v}"
+    );
+    svc.ok("DELETE", "/v1/workspaces/s/files?path=flink", None);
+    assert_eq!(
+        svc.read("s", "target"),
+        (200, b"t\n".to_vec()),
+        "the target stays"
+    );
+    let gone = svc.ok("GET", "/v1/workspaces/s/files/exists?path=flink", None);
+    assert_eq!(gone["exists"], false);
+
+    // rename onto an existing file: refused with `exists`, naming the destination.
+    svc.raw("PUT", "/v1/workspaces/s/files/content?path=a", b"a");
+    svc.raw("PUT", "/v1/workspaces/s/files/content?path=b", b"b");
+    let (status, v) = svc.api("POST", "/v1/workspaces/s/files/rename?from=a&to=b", None);
+    assert_eq!((status, v["code"].as_str()), (409, Some("exists")), "{v}");
+    assert!(v["message"].as_str().unwrap().contains("`b`"), "{v}");
+    assert_eq!(svc.read("s", "b"), (200, b"b".to_vec()), "not overwritten");
+    let (status, v) = svc.api("POST", "/v1/workspaces/s/files/rename?from=a&to=real", None);
+    assert_eq!(status, 409, "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("`real`"),
+        "names the destination: {v}"
+    );
+}
+
+#[test]
+fn serve_under_a_0700_parent_refuses_to_start_with_the_fix() {
+    if !nix_is_root() {
+        println!("skipped: the traversal check applies when running as root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let private = dir.path().join("private");
+    std::fs::create_dir(&private).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--socket"])
+        .arg(dir.path().join("s.sock"))
+        .arg("--state-dir")
+        .arg(private.join("state"))
+        .args(["--uid-base", "28990", "--uid-count", "5", "--no-docker"])
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("mode 0700") && err.contains("chmod o+x"),
+        "{err}"
+    );
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .map(|r| r.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
