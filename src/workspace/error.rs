@@ -190,7 +190,7 @@ pub fn free_bytes(path: &std::path::Path) -> u64 {
     let mut cur = Some(path);
     while let Some(p) = cur {
         if let Ok(st) = nix::sys::statvfs::statvfs(p) {
-            return u64::from(st.blocks_available()).saturating_mul(u64::from(st.fragment_size()));
+            return st.blocks_available().saturating_mul(st.fragment_size());
         }
         cur = p.parent();
     }
