@@ -254,6 +254,7 @@ fn stopped_workspaces_can_be_read_without_starting_them() {
         "stopped",
         "reading did not start it"
     );
+    // A change resumes it (transparent resume).
     let (status, v) = svc.api("PUT", "/v1/workspaces/f/files/content?path=x", None);
-    assert_eq!((status, v["code"].as_str()), (409, Some("wrong_state")));
+    assert_eq!((status, v["resumed"].as_bool()), (200, Some(true)), "{v}");
 }

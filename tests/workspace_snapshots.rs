@@ -77,7 +77,9 @@ fn kill_then_connect_keeps_files_including_ignored_ones() {
         "/v1/workspaces/k/exec",
         Some(json!({ "cmd": "true" })),
     );
-    assert_eq!((status, v["code"].as_str()), (409, Some("wrong_state")));
+    // The exec resumes it; the worktree was intact, so nothing was restored.
+    assert_eq!((status, v["resumed"].as_bool()), (200, Some(true)), "{v}");
+    assert!(v["recovery"].is_null(), "{v}");
 
     let connected = svc.ok("POST", "/v1/workspaces/k/connect", None);
     assert_eq!(connected["workspace"]["status"], "running");

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::workspace::client::calls::FileCall;
@@ -310,7 +310,12 @@ async fn run_ws(args: WsArgs) -> anyhow::Result<()> {
         WsCommand::Delete { id: Some(id), .. } => c.delete(&id).await?,
         WsCommand::Delete { id: None, meta } => {
             if meta.is_empty() {
-                bail!("give a workspace id or at least one `--meta KEY=VALUE`");
+                // A usage error, as clap reports its own: exit 2, no backtrace.
+                clap::Error::raw(
+                    clap::error::ErrorKind::MissingRequiredArgument,
+                    "give a workspace id or at least one `--meta KEY=VALUE`\n\nUsage: dockwarden ws delete <ID|--meta KEY=VALUE...>\n",
+                )
+                .exit();
             }
             c.delete_matching(&meta).await?
         }

@@ -36,7 +36,9 @@ pub fn open_service(cfg: Config, docker: Option<DockerConfig>) -> WsResult<Arc<S
     let store = Store::open(&cfg.state_dir.join("state.db"))?;
     let snapshots = LocalSnapshotStore::open(&cfg.state_dir.join("snapshots"))?;
     let local = Arc::new(LocalRuntime::new());
-    if !local.isolates_users() {
+    if local.isolates_users() {
+        crate::workspace::preflight::check_traversable(&cfg.state_dir)?;
+    } else {
         warn!("not running as root: workspace commands run as this user, not per-workspace uids");
     }
     let (docker, docker_unavailable) = match docker {
@@ -64,14 +66,19 @@ pub fn open_service(cfg: Config, docker: Option<DockerConfig>) -> WsResult<Arc<S
 
 /// Recovers state, then serves the API until `shutdown` resolves.
 pub async fn run(opts: DaemonOptions, shutdown: impl Future<Output = ()>) -> WsResult<()> {
+    // INVARIANT: nothing in the state directory is touched before its lock is held.
+    let _lock = crate::workspace::lock::lock_state_dir(&opts.config.state_dir)?;
+    crate::workspace::lock::refuse_live_socket(&opts.socket)?;
     let svc = open_service(opts.config, opts.docker)?;
     // INVARIANT: recovery finishes before the socket accepts a request.
     svc.recover_on_start().await?;
     let listener = api::bind(&opts.socket, opts.socket_mode)?;
     info!(socket = %opts.socket.display(), "workspace service ready");
     let upkeep = tokio::spawn(svc.clone().upkeep_loop());
-    api::run(listener, svc, shutdown).await;
+    api::run(listener, svc.clone(), shutdown).await;
     upkeep.abort();
+    // INVARIANT: no workspace command outlives the service unsupervised.
+    svc.stop_on_shutdown().await;
     Ok(())
 }
 

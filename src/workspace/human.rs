@@ -193,8 +193,15 @@ pub fn render(v: &Value) -> String {
         if !v["snapshot"].is_null() {
             let _ = writeln!(out, "{}", snapshot_line(&v["snapshot"]));
         }
+        if let Some(e) = v.get("snapshot_error").and_then(Value::as_str) {
+            let _ = writeln!(out, "stopped without a snapshot: {e}");
+        }
     } else if v.get("reason").is_some() && v.get("files").is_some() {
         let _ = writeln!(out, "{}", snapshot_line(v));
+    } else if let Some(d) = v.get("deleted").and_then(Value::as_array)
+        && d.is_empty()
+    {
+        let _ = writeln!(out, "no workspace matched");
     } else if let Some(d) = v.get("deleted").and_then(Value::as_array) {
         let _ = writeln!(
             out,

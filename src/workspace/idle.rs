@@ -16,6 +16,8 @@ impl Service {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
+            // Taken again once a full disk has room (it was given up to close a journal).
+            self.store.reserve.ensure();
             let Ok(all) = self.store.list() else { continue };
             for ws in all.into_iter().filter(|w| w.status.is_live()) {
                 self.upkeep_one(&ws).await;
@@ -25,6 +27,18 @@ impl Service {
 
     async fn upkeep_one(&self, ws: &Workspace) {
         let live = self.live(&ws.id);
+        if !self.worktree_valid(ws) {
+            // Healed here too, not only when a call comes: the run script needs its tree.
+            if let Ok(_op) = live.op.try_lock() {
+                let healed = self
+                    .heal_locked(&ws.id, "worktree missing or invalid (found by upkeep)")
+                    .await;
+                if let Err(e) = healed {
+                    warn!(workspace.id = %ws.id, error = %e, "restoring the worktree failed");
+                }
+            }
+            return;
+        }
         let idle = live.idle_for();
         if idle >= Duration::from_secs(ws.idle_timeout_secs) {
             info!(workspace.id = %ws.id, idle.secs = idle.as_secs(), "idle timeout; stopping");

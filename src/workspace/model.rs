@@ -35,6 +35,12 @@ pub struct Workspace {
     /// `DOCKER_HOST` of the workspace's commands (docker-compose runtime only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docker_host: Option<String>,
+    /// The last stop (kill or idle) and the snapshot it took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_stop: Option<crate::workspace::events::StopRecord>,
+    /// Commands cut off when the service ended (SIGTERM or a crash).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<crate::workspace::events::Interruption>,
 }
 
 impl Workspace {
@@ -139,6 +145,12 @@ pub struct ExecResult {
 pub struct Killed {
     pub workspace: Workspace,
     pub snapshot: Option<SnapshotInfo>,
+    /// The id of `snapshot`, or null when none could be taken.
+    #[serde(default)]
+    pub snapshot_id: Option<String>,
+    /// Why no snapshot was taken; the processes were stopped all the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_error: Option<String>,
 }
 
 /// Answer of `connect`.

@@ -32,8 +32,12 @@ impl Service {
         let (restored, mut notes) = self.restore_newest(ws, &staging, progress).await?;
         let unrecovered = match (&restored, wt.exists()) {
             (Some(m), true) => changed_since(&wt, m),
-            (None, true) => vec!["(every file: no usable snapshot)".to_string()],
-            _ => Vec::new(),
+            (None, _) => vec!["(every file: no usable snapshot)".to_string()],
+            // INVARIANT: never an empty list after a full deletion: what changed is unknown.
+            (Some(m), false) => vec![format!(
+                "(unknown: the worktree was gone; every change after snapshot `{}` is lost)",
+                m.id
+            )],
         };
         let preserved_at = self.set_aside(&ws.id, &wt)?;
         match &restored {
@@ -130,6 +134,7 @@ impl Service {
         self.sweep_unknown_dirs().await?;
         for ws in self.store.list()? {
             self.clear_debris(&ws.id);
+            self.reap_leftovers(&ws).await;
             self.recover_runtime(&ws).await;
             if ws.status.is_live() && !self.worktree_valid(&ws) {
                 let live = self.live(&ws.id);
@@ -137,9 +142,13 @@ impl Service {
                 let report = self
                     .restore_locked(&ws, "worktree invalid at service start", no_progress())
                     .await?;
-                let mut ws = ws;
+                let mut ws = self.store.require(&ws.id)?;
                 ws.last_recovery = Some(report);
                 self.store.tx(|tx| store::put_ws(tx, &ws))?;
+            }
+            if ws.status.is_live() {
+                // Stopped with the last service (or reaped above); back with this one.
+                self.start_run_script(&ws);
             }
         }
         Ok(())

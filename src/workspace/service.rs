@@ -49,6 +49,8 @@ pub struct WsLive {
     pub run_gate: Arc<tokio::sync::RwLock<()>>,
     last_activity: Mutex<Instant>,
     execs: AtomicUsize,
+    /// Set by a delete that arrives while the workspace is being created.
+    pub cancelled: std::sync::atomic::AtomicBool,
 }
 
 impl WsLive {
@@ -58,6 +60,7 @@ impl WsLive {
             run_gate: Arc::new(tokio::sync::RwLock::new(())),
             last_activity: Mutex::new(Instant::now()),
             execs: AtomicUsize::new(0),
+            cancelled: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

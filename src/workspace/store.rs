@@ -6,7 +6,7 @@
 //! the same transaction that persists the transition's result.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
@@ -39,6 +39,9 @@ pub struct JournalEntry {
 /// The service's durable state.
 pub struct Store {
     conn: Mutex<Connection>,
+    path: PathBuf,
+    /// Room to close transitions on a full disk (see `reserve`).
+    pub reserve: crate::workspace::reserve::Reserve,
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> WsResult<String> {
@@ -65,8 +68,12 @@ impl Store {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(SCHEMA)?;
+        let reserve = crate::workspace::reserve::Reserve::new(&path.with_file_name("space.reserve"));
+        reserve.ensure();
         Ok(Store {
             conn: Mutex::new(conn),
+            path: path.to_path_buf(),
+            reserve,
         })
     }
 
@@ -78,11 +85,26 @@ impl Store {
 
     /// Runs `f` in one transaction; it commits only if `f` succeeds.
     pub fn tx<T>(&self, f: impl FnOnce(&Transaction<'_>) -> WsResult<T>) -> WsResult<T> {
-        let mut conn = self.lock()?;
-        let tx = conn.transaction()?;
-        let out = f(&tx)?;
-        tx.commit()?;
-        Ok(out)
+        let run = || {
+            let mut conn = self.lock()?;
+            let tx = conn.transaction()?;
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        };
+        run().map_err(|e: WsError| e.at_db(&self.path))
+    }
+
+    /// `tx` for transitions that must complete (closing the journal, recording a stop): on
+    /// a full disk a chunk of the space reserve is given up and the transaction tried
+    /// again, until it succeeds or the reserve is gone.
+    pub fn tx_reserved<T>(&self, f: impl Fn(&Transaction<'_>) -> WsResult<T>) -> WsResult<T> {
+        loop {
+            match self.tx(&f) {
+                Err(e) if e.is_no_space() && self.reserve.release() => continue,
+                other => return other,
+            }
+        }
     }
 
     pub fn get(&self, id: &str) -> WsResult<Option<Workspace>> {
@@ -146,9 +168,14 @@ impl Store {
         self.tx(|tx| begin_in(tx, id, op))
     }
 
+    /// `begin` for a stop, which must go ahead on a full disk too.
+    pub fn begin_reserved(&self, id: &str, op: &str) -> WsResult<i64> {
+        self.tx_reserved(|tx| begin_in(tx, id, op))
+    }
+
     /// Drops a journal row without changing anything else (the op changed nothing).
     pub fn end(&self, seq: i64) -> WsResult<()> {
-        self.tx(|tx| end_in(tx, seq))
+        self.tx_reserved(|tx| end_in(tx, seq))
     }
 
     pub fn snapshot(&self, id: &str) -> WsResult<Option<(SnapshotInfo, String)>> {

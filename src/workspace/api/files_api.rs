@@ -8,6 +8,10 @@ use super::routes::FilesRoute;
 use super::{body, query};
 use crate::workspace::error::{WsError, WsResult};
 use crate::workspace::files::MAX_IO_BYTES;
+use crate::workspace::files::batch::{self, BatchRequest};
+
+/// A batch body holds base64 or JSON-escaped text, so it may be larger than its files.
+const BATCH_BODY_LIMIT: u64 = 64 * 1024 * 1024;
 use crate::workspace::service::Service;
 use crate::workspace::verbs::{FileOp, FileOut};
 
@@ -55,6 +59,19 @@ async fn op_of(route: FilesRoute, q: &[(String, String)], incoming: Incoming) ->
             path: path()?,
             recursive: query::flag(q, "recursive"),
         },
+        FilesRoute::WriteBatch => {
+            let limit = usize::try_from(BATCH_BODY_LIMIT).unwrap_or(usize::MAX);
+            let data = body::read_capped(incoming, limit).await?.ok_or_else(|| {
+                WsError::Invalid(format!(
+                    "the batch exceeds {BATCH_BODY_LIMIT} bytes; split it into several calls"
+                ))
+            })?;
+            let req: BatchRequest = serde_json::from_slice(&data)
+                .map_err(|e| WsError::Invalid(format!("invalid batch body: {e}")))?;
+            FileOp::WriteBatch {
+                files: batch::decode(req)?,
+            }
+        }
     })
 }
 
@@ -67,11 +84,21 @@ pub async fn handle(
     incoming: Incoming,
 ) -> WsResult<Response<Body>> {
     let op = op_of(route, q, incoming).await?;
-    Ok(match svc.files(id, op).await? {
-        FileOut::Data(d) => bytes(StatusCode::OK, "application/octet-stream", d),
-        FileOut::Entries(e) => json(StatusCode::OK, &e),
-        FileOut::Info(i) => json(StatusCode::OK, &i),
+    let out = svc.files_resuming(id, op).await?;
+    let resumed = out.resumed;
+    let recovery = || serde_json::to_value(&out.recovery).unwrap_or_default();
+    Ok(match out.result {
+        FileOut::Data(ref d) => bytes(StatusCode::OK, "application/octet-stream", d.clone()),
+        FileOut::Entries(ref e) => json(StatusCode::OK, e),
+        FileOut::Info(ref i) => json(StatusCode::OK, i),
         FileOut::Exists(b) => json(StatusCode::OK, &serde_json::json!({ "exists": b })),
-        FileOut::Done => json(StatusCode::OK, &serde_json::json!({ "ok": true })),
+        FileOut::Done => json(
+            StatusCode::OK,
+            &serde_json::json!({ "ok": true, "resumed": resumed, "recovery": recovery() }),
+        ),
+        FileOut::Written(ref w) => json(
+            StatusCode::OK,
+            &serde_json::json!({ "ok": true, "written": w, "resumed": resumed, "recovery": recovery() }),
+        ),
     })
 }

@@ -29,13 +29,16 @@ pub async fn handle(svc: Arc<Service>, req: Request<Incoming>) -> Response<Body>
     let result = match r {
         Route::Health => Ok(json(StatusCode::OK, &serde_json::json!({ "status": "ok" }))),
         Route::Create => create(svc.clone(), incoming, streaming).await,
-        Route::List => svc
-            .list(&query::metadata(&q))
+        Route::List => query::metadata_filter(&q)
+            .and_then(|f| svc.list(&f))
             .map(|l| json(StatusCode::OK, &l)),
-        Route::DeleteMatching => svc
-            .delete_matching(&query::metadata(&q))
-            .await
-            .map(|d| json(StatusCode::OK, &serde_json::json!({ "deleted": d }))),
+        Route::DeleteMatching => match query::metadata_filter(&q) {
+            Ok(f) => svc
+                .delete_matching(&f)
+                .await
+                .map(|d| json(StatusCode::OK, &serde_json::json!({ "deleted": d }))),
+            Err(e) => Err(e),
+        },
         Route::Info(id) => svc.info(&id).map(|w| json(StatusCode::OK, &w)),
         Route::Delete(id) => svc
             .delete(&id)
@@ -59,10 +62,7 @@ pub async fn handle(svc: Arc<Service>, req: Request<Incoming>) -> Response<Body>
             "method `{}` is not allowed here",
             parts.method
         ))),
-        Route::Unknown => Err(WsError::Invalid(format!(
-            "no endpoint `{}`; see docs/workspace-api.md",
-            parts.uri.path()
-        ))),
+        Route::Unknown => Err(WsError::NoEndpoint(parts.uri.path().to_string())),
     };
     result.unwrap_or_else(|e| error(&e))
 }
@@ -97,13 +97,16 @@ async fn exec(
 ) -> WsResult<Response<Body>> {
     let req: ExecRequest = body::json(incoming).await?;
     if !streaming {
-        return Ok(json(StatusCode::OK, &svc.exec(&id, req, None).await?));
+        return Ok(json(
+            StatusCode::OK,
+            &svc.exec_resuming(&id, req, None).await?,
+        ));
     }
     svc.info(&id)?;
     let (mut events, resp) = ndjson();
     tokio::spawn(async move {
         let (tx, mut rx) = mpsc::channel::<Chunk>(64);
-        let run = tokio::spawn(async move { svc.exec(&id, req, Some(tx)).await });
+        let run = tokio::spawn(async move { svc.exec_resuming(&id, req, Some(tx)).await });
         while let Some(c) = rx.recv().await {
             let kind = if c.stream == Stream::Stdout {
                 "stdout"
@@ -177,7 +180,7 @@ async fn run_verb(
     let v = match verb {
         "kill" => serde_json::to_value(svc.kill(id, "kill", progress).await?),
         "connect" => serde_json::to_value(svc.connect(id, progress).await?),
-        _ => serde_json::to_value(svc.snapshot(id, progress).await?),
+        _ => serde_json::to_value(svc.snapshot_resuming(id, progress).await?),
     };
     v.map_err(|e| WsError::Internal(format!("encoding result: {e}")))
 }

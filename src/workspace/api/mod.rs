@@ -30,6 +30,8 @@ pub fn bind(path: &Path, mode: u32) -> WsResult<UnixListener> {
                 path.display()
             )));
         }
+        // Never take over a socket a service still answers on.
+        crate::workspace::lock::refuse_live_socket(path)?;
         std::fs::remove_file(path).map_err(|e| WsError::io(path, e))?;
     }
     let listener = UnixListener::bind(path).map_err(|e| WsError::io(path, e))?;

@@ -35,7 +35,9 @@ pub fn bytes(status: StatusCode, content_type: &str, body: Vec<u8>) -> Response<
 /// The HTTP status of an error code.
 pub fn status_of(e: &WsError) -> StatusCode {
     match e.code() {
-        "not_found" => StatusCode::NOT_FOUND,
+        "not_found" | "no_endpoint" => StatusCode::NOT_FOUND,
+        "no_space" => StatusCode::INSUFFICIENT_STORAGE,
+        "exists" => StatusCode::CONFLICT,
         "invalid_path" | "invalid" => StatusCode::BAD_REQUEST,
         "too_large" => StatusCode::PAYLOAD_TOO_LARGE,
         "wrong_state" => StatusCode::CONFLICT,

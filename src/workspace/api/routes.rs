@@ -14,6 +14,8 @@ pub enum FilesRoute {
     Rename,
     Copy,
     Remove,
+    /// `POST files/batch`: the SDK's `files.write([...])`.
+    WriteBatch,
 }
 
 /// Every endpoint. `Unknown` answers 404; `WrongMethod` answers 405.
@@ -48,6 +50,7 @@ fn files(method: &Method, op: &str) -> Option<FilesRoute> {
         (&Method::POST, "rename") => FilesRoute::Rename,
         (&Method::POST, "copy") => FilesRoute::Copy,
         (&Method::DELETE, "") => FilesRoute::Remove,
+        (&Method::POST, "batch") => FilesRoute::WriteBatch,
         _ => return None,
     })
 }

@@ -5,7 +5,8 @@ use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
-use nix::fcntl::{AtFlags, OFlag, renameat};
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, RenameFlags, renameat, renameat2};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat, mkdirat};
 use nix::unistd::{Gid, Uid, fchown, fchownat};
 use serde::{Deserialize, Serialize};
@@ -235,7 +236,20 @@ impl Files {
     pub fn rename(&self, from: &str, to: &str) -> WsResult<()> {
         let (pf, nf) = parent_of(&self.root, from)?;
         let (pt, nt) = parent_of(&self.root, to)?;
-        renameat(&pf, nf.as_c_str(), &pt, nt.as_c_str()).map_err(|e| map_errno(from, e))?;
+        // Never onto an existing path: a silent overwrite loses the destination.
+        renameat2(
+            &pf,
+            nf.as_c_str(),
+            &pt,
+            nt.as_c_str(),
+            RenameFlags::RENAME_NOREPLACE,
+        )
+        .map_err(|e| match e {
+            // These are about the destination, so they name it.
+            Errno::EEXIST => WsError::Exists(to.to_string()),
+            Errno::ENOTEMPTY | Errno::EISDIR => map_errno(to, e),
+            e => map_errno(from, e),
+        })?;
         sync_dir(&pt, to)?;
         sync_dir(&pf, from)
     }

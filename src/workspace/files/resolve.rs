@@ -68,7 +68,11 @@ pub(super) fn open_beneath(
                 | ResolveFlag::RESOLVE_NO_MAGICLINKS,
         );
     let target = if rel.is_empty() { "." } else { rel };
-    openat2(root, target, how).map_err(|e| map_errno(rel, e))
+    openat2(root, target, how).map_err(|e| match e {
+        // `..` and absolute paths never get here (`clean_rel`): a symlink was met.
+        Errno::ELOOP | Errno::EXDEV => super::symlink::refusal(root, rel),
+        e => map_errno(rel, e),
+    })
 }
 
 /// Splits a cleaned non-root path into its parent directory and its name. The parent is

@@ -18,7 +18,8 @@ impl Service {
         let _op = live.op.lock().await;
         let mut ws = self.store.require(id)?;
         Self::guard(&ws, ws.status.can_connect(), "connect", "")?;
-        let seq = self.store.begin(id, "connect")?;
+        // On a full disk too: resuming is how a caller gets to free space.
+        let seq = self.store.begin_reserved(id, "connect")?;
         let mut notes = Vec::new();
         let spec = self.run_spec(&ws, &std::collections::BTreeMap::new())?;
         if !self.runtime.is_up(&spec) {
@@ -52,7 +53,7 @@ impl Service {
         if recovery.is_some() {
             ws.last_recovery = recovery.clone();
         }
-        self.store.tx(|tx| {
+        self.store.tx_reserved(|tx| {
             store::put_ws(tx, &ws)?;
             store::end_in(tx, seq)
         })?;

@@ -76,9 +76,9 @@ impl Service {
             let _op = live.op.lock().await;
             let workspace = self.store.require(id)?;
             return Ok(Created {
+                notes: super::idempotent::not_applied(&req, &workspace),
                 workspace,
                 created: false,
-                notes: Vec::new(),
             });
         }
         let ws = self.new_record(&req)?;
@@ -143,6 +143,8 @@ impl Service {
             last_recovery: None,
             runtime: crate::workspace::provision::standard_selection(),
             docker_host: None,
+            last_stop: None,
+            interrupted: None,
         })
     }
 
@@ -187,15 +189,18 @@ impl Service {
                 .map(Duration::from_millis)
                 .or(settings.setup_timeout_secs.map(Duration::from_secs))
                 .unwrap_or(DEFAULT_SETUP_TIMEOUT);
+            self.refuse_if_cancelled(&ws).map_err(fail)?;
             ws.setup = Some(
                 self.run_setup(&ws, &settings, timeout)
                     .await
                     .map_err(fail)?,
             );
         }
+        self.refuse_if_cancelled(&ws).map_err(fail)?;
         ws.status = Status::Ready;
+        // A setup that filled the disk is reported, not fatal: the reserve closes the journal.
         self.store
-            .tx(|tx| {
+            .tx_reserved(|tx| {
                 store::put_ws(tx, &ws)?;
                 store::end_in(tx, seq)
             })
@@ -208,6 +213,18 @@ impl Service {
         }
         self.start_run_script(&ws);
         Ok((ws, notes))
+    }
+
+    fn refuse_if_cancelled(&self, ws: &Workspace) -> WsResult<()> {
+        if self.live(&ws.id).cancelled.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(WsError::WrongState {
+                id: ws.id.clone(),
+                status: Status::Deleted,
+                verb: "finish creating",
+                hint: "; it was deleted while its setup ran",
+            });
+        }
+        Ok(())
     }
 
     /// The selection of the workspace that took snapshot `from`, if it still exists.

@@ -6,6 +6,7 @@ use tracing::{info, warn};
 
 use crate::workspace::error::{WsError, WsResult};
 use crate::workspace::service::Service;
+use crate::workspace::status::Status;
 use crate::workspace::store;
 
 impl Service {
@@ -14,9 +15,38 @@ impl Service {
         let ws = self.store.require(id)?;
         Self::guard(&ws, ws.status.can_delete(), "delete", "")?;
         let live = self.live(id);
-        let _op = live.op.lock().await;
+        let _op = if ws.status == Status::Creating {
+            self.cancel_create(&ws, &live).await
+        } else {
+            live.op.lock().await
+        };
+        if self.store.get(id)?.is_none() {
+            // A create cancelled by this delete removed it already.
+            return Ok(());
+        }
         self.store.begin(id, "delete")?;
         self.finish_delete(id).await
+    }
+
+    /// Cancels the setup of a workspace being created instead of waiting for it: the create
+    /// sees the flag, fails and removes what it made. Returns with the op lock held.
+    async fn cancel_create<'a>(
+        &self,
+        ws: &crate::workspace::model::Workspace,
+        live: &'a crate::workspace::service::WsLive,
+    ) -> tokio::sync::MutexGuard<'a, ()> {
+        live.cancelled.store(true, std::sync::atomic::Ordering::SeqCst);
+        info!(workspace.id = %ws.id, "delete during create: cancelling the setup");
+        loop {
+            if let Ok(spec) = self.run_spec(ws, &BTreeMap::new()) {
+                let _ = self.runtime.stop(&spec).await;
+            }
+            // Stopped again until the create lets go: a setup may start after a stop.
+            let wait = std::time::Duration::from_millis(100);
+            if let Ok(guard) = tokio::time::timeout(wait, live.op.lock()).await {
+                return guard;
+            }
+        }
     }
 
     /// Deletes every workspace whose metadata includes `filter`; returns their ids.

@@ -4,13 +4,34 @@ use tokio::sync::mpsc;
 use tracing::debug;
 
 use crate::workspace::error::{WsError, WsResult};
+use crate::workspace::events::Resumed;
 use crate::workspace::model::{ExecRequest, ExecResult};
 use crate::workspace::runtime::Chunk;
 use crate::workspace::service::{ExecGuard, Service};
 use crate::workspace::status::Status;
 use crate::workspace::store;
+use crate::workspace::verbs::resume::not_live_hint;
 
 impl Service {
+    /// `exec` that first resumes a stopped workspace and heals an invalid worktree.
+    pub async fn exec_resuming(
+        &self,
+        id: &str,
+        req: ExecRequest,
+        sink: Option<mpsc::Sender<Chunk>>,
+    ) -> WsResult<Resumed<ExecResult>> {
+        if req.cmd.trim().is_empty() {
+            return Err(WsError::Invalid("the command is empty".into()));
+        }
+        let prepared = self.prepare(id, true).await?;
+        let result = self.exec(id, req, sink).await?;
+        Ok(Resumed {
+            result,
+            resumed: prepared.resumed,
+            recovery: prepared.recovery,
+        })
+    }
+
     /// Runs a command. A non-zero exit is a result; a timeout gives exit code 124.
     pub async fn exec(
         &self,
@@ -22,17 +43,23 @@ impl Service {
             return Err(WsError::Invalid("the command is empty".into()));
         }
         let ws = self.store.require(id)?;
-        Self::guard(&ws, ws.status.can_exec(), "exec", "; `connect` it first")?;
+        Self::guard(&ws, ws.status.can_exec(), "exec", not_live_hint(ws.status))?;
         let live = self.live(id);
         // Checked again under the gate: a kill may have finished while this call waited.
         let _running = live.run_gate.clone().read_owned().await;
         let mut ws = self.store.require(id)?;
-        Self::guard(&ws, ws.status.can_exec(), "exec", "; `connect` it first")?;
+        Self::guard(&ws, ws.status.can_exec(), "exec", not_live_hint(ws.status))?;
         // INVARIANT: counted as activity from before the first byte runs until it ends.
         let _activity = ExecGuard::new(live);
         if ws.status == Status::Ready {
             ws.status = Status::Running;
-            self.store.tx(|tx| store::put_ws(tx, &ws))?;
+            match self.store.tx(|tx| store::put_ws(tx, &ws)) {
+                // On a full disk the command that frees space must still run.
+                Err(e) if e.is_no_space() => {
+                    tracing::warn!(workspace.id = %id, error = %e, "status `running` not recorded: disk full");
+                }
+                other => other?,
+            }
         }
         let spec = self.run_spec(&ws, &req.env)?;
         let timeout = req.timeout_ms.map(std::time::Duration::from_millis);

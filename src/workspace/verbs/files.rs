@@ -2,7 +2,9 @@
 
 use crate::workspace::error::{WsError, WsResult};
 use crate::workspace::files::{FileInfo, Files, clean_rel};
+use crate::workspace::events::Resumed;
 use crate::workspace::service::Service;
+use crate::workspace::verbs::resume::not_live_hint;
 
 /// One file operation; paths are relative to the worktree.
 #[derive(Debug, Clone)]
@@ -16,6 +18,8 @@ pub enum FileOp {
     Rename { from: String, to: String },
     Copy { from: String, to: String },
     Remove { path: String, recursive: bool },
+    /// Checked and decoded by `files::batch::decode`.
+    WriteBatch { files: Vec<(String, Vec<u8>)> },
 }
 
 impl FileOp {
@@ -27,6 +31,7 @@ impl FileOp {
                 | FileOp::Rename { .. }
                 | FileOp::Copy { .. }
                 | FileOp::Remove { .. }
+                | FileOp::WriteBatch { .. }
         )
     }
 }
@@ -39,6 +44,7 @@ pub enum FileOut {
     Info(FileInfo),
     Exists(bool),
     Done,
+    Written(Vec<String>),
 }
 
 fn apply(files: &Files, op: FileOp) -> WsResult<FileOut> {
@@ -67,10 +73,25 @@ fn apply(files: &Files, op: FileOp) -> WsResult<FileOut> {
             files.remove(&clean_rel(&path)?, recursive)?;
             FileOut::Done
         }
+        FileOp::WriteBatch { files: entries } => {
+            FileOut::Written(crate::workspace::files::batch::write_all(files, &entries)?)
+        }
     })
 }
 
 impl Service {
+    /// `files` that first resumes a stopped workspace for a change (reads never start
+    /// one) and heals an invalid worktree of a live one.
+    pub async fn files_resuming(&self, id: &str, op: FileOp) -> WsResult<Resumed<FileOut>> {
+        let prepared = self.prepare(id, op.writes()).await?;
+        let out = self.files(id, op).await?;
+        Ok(Resumed {
+            result: out,
+            resumed: prepared.resumed,
+            recovery: prepared.recovery,
+        })
+    }
+
     /// Runs a file operation. Reads work on stopped workspaces without starting them.
     pub async fn files(&self, id: &str, op: FileOp) -> WsResult<FileOut> {
         let ws = self.store.require(id)?;
@@ -79,7 +100,7 @@ impl Service {
                 &ws,
                 ws.status.can_write_files(),
                 "change files",
-                "; `connect` it first",
+                not_live_hint(ws.status),
             )?;
         } else {
             Self::guard(&ws, ws.status.can_read_files(), "read files", "")?;
@@ -88,8 +109,10 @@ impl Service {
             self.live(id).touch();
         }
         let (worktree, owner) = (self.worktree(id), self.owner(&ws));
+        let base = worktree.clone();
         tokio::task::spawn_blocking(move || apply(&Files::open(&worktree, owner)?, op))
             .await
             .map_err(|e| WsError::Internal(format!("files task: {e}")))?
+            .map_err(|e| e.with_free_at(&base))
     }
 }

@@ -7,7 +7,8 @@ use std::time::Duration;
 use tracing::{info, warn};
 
 use crate::workspace::error::WsResult;
-use crate::workspace::model::Killed;
+use crate::workspace::events::StopRecord;
+use crate::workspace::model::{Killed, now_ms};
 use crate::workspace::service::{ProgressSink, Service};
 use crate::workspace::status::Status;
 use crate::workspace::store;
@@ -26,25 +27,30 @@ impl Service {
             return Ok(Killed {
                 workspace: ws,
                 snapshot: None,
+                snapshot_id: None,
+                snapshot_error: None,
             });
         }
         Self::guard(&ws, ws.status.can_kill(), "kill", "")?;
-        let seq = self.store.begin(id, "kill")?;
+        // A stop goes ahead on a full disk: the journal row uses the space reserve.
+        let seq = self.store.begin_reserved(id, "kill")?;
         self.run_archive_script(&ws).await;
         let (_stopped_gate, stopped) = self.stop_all(&ws).await?;
         // Processes are gone, so the capture sees a quiescent tree. A damaged worktree is
         // not captured: it would become the latest snapshot and hide the last good one.
-        let snapshot = if self.worktree_valid(&ws) {
+        let (snapshot, snapshot_error) = if self.worktree_valid(&ws) {
             match self.capture_locked(id, reason, progress).await {
-                Ok(s) => Some(s),
+                Ok(s) => (Some(s), None),
+                // INVARIANT: a failed capture never keeps the workspace running.
                 Err(e) => {
-                    self.store.end(seq)?;
-                    return Err(e);
+                    warn!(workspace.id = %id, error = %e, "snapshot at stop failed; stopping without it");
+                    (None, Some(format!("could not snapshot: {e}")))
                 }
             }
         } else {
             warn!(workspace.id = %id, "worktree invalid at kill; keeping the last good snapshot");
-            None
+            let msg = "could not snapshot: the worktree is missing or invalid; the last good snapshot is kept";
+            (None, Some(msg.to_string()))
         };
         // Containers, then the daemon and the proxy, then the namespace; the data stays.
         let down = self
@@ -56,7 +62,14 @@ impl Service {
         }
         ws = self.store.require(id)?;
         ws.status = Status::Stopped;
-        self.store.tx(|tx| {
+        let snapshot_id = snapshot.as_ref().map(|s| s.id.clone());
+        ws.last_stop = Some(StopRecord {
+            at_ms: now_ms(),
+            reason: reason.to_string(),
+            snapshot_id: snapshot_id.clone(),
+            snapshot_error: snapshot_error.clone(),
+        });
+        self.store.tx_reserved(|tx| {
             store::put_ws(tx, &ws)?;
             store::end_in(tx, seq)
         })?;
@@ -64,6 +77,8 @@ impl Service {
         Ok(Killed {
             workspace: ws,
             snapshot,
+            snapshot_id,
+            snapshot_error,
         })
     }
 

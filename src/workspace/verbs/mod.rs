@@ -4,11 +4,13 @@ mod connect;
 pub(crate) mod create;
 mod delete;
 mod exec;
+mod idempotent;
 mod files;
 mod kill;
 mod list;
 mod reprovision;
 mod restart;
+pub(crate) mod resume;
 mod run_script;
 mod snapshot;
 

@@ -10,6 +10,7 @@ use crate::workspace::model::{SnapshotInfo, random_hex};
 use crate::workspace::service::{ProgressSink, Service};
 use crate::workspace::snapshot::Manifest;
 use crate::workspace::store;
+use crate::workspace::events::{Resumed, SnapshotTaken};
 
 impl Service {
     /// Takes a snapshot now (an exclusive operation).
@@ -19,7 +20,7 @@ impl Service {
             &ws,
             ws.status.can_snapshot(),
             "snapshot",
-            "; `connect` it first",
+            crate::workspace::verbs::resume::not_live_hint(ws.status),
         )?;
         let live = self.live(id);
         let _op = live.op.lock().await;
@@ -28,9 +29,27 @@ impl Service {
             &ws,
             ws.status.can_snapshot(),
             "snapshot",
-            "; `connect` it first",
+            crate::workspace::verbs::resume::not_live_hint(ws.status),
         )?;
         self.capture_locked(id, "manual", progress).await
+    }
+
+    /// `snapshot` that first resumes a stopped workspace and heals an invalid worktree.
+    pub async fn snapshot_resuming(
+        &self,
+        id: &str,
+        progress: ProgressSink,
+    ) -> WsResult<Resumed<SnapshotTaken>> {
+        let prepared = self.prepare(id, true).await?;
+        let info = self.snapshot(id, progress).await?;
+        Ok(Resumed {
+            result: SnapshotTaken {
+                snapshot_id: info.id.clone(),
+                info,
+            },
+            resumed: prepared.resumed,
+            recovery: prepared.recovery,
+        })
     }
 
     /// The newest manifest of `id` that loads and passes its checksum.
