@@ -13,6 +13,7 @@ pub mod files;
 pub mod human;
 mod idle;
 pub mod model;
+pub mod resources;
 pub(crate) mod provision;
 mod recovery;
 pub mod runtime;

@@ -65,6 +65,8 @@ impl Store {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(SCHEMA)?;
+        // Migration: resource rows and resize requests (additive; old databases keep working).
+        conn.execute_batch(crate::workspace::resources::persist::SCHEMA)?;
         Ok(Store {
             conn: Mutex::new(conn),
         })
