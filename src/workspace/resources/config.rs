@@ -1,5 +1,5 @@
 //! The resources file (TOML): bounds per layer, the defaults of a new workspace, and the
-//! disk pool. The default is embedded, so no file is needed; an invalid file refuses to
+//! disk images. The default is embedded, so no file is needed; an invalid file refuses to
 //! start the service.
 
 use std::collections::BTreeMap;
@@ -12,10 +12,10 @@ use super::model::{Amounts, Axis, Sizing};
 /// The embedded default file.
 pub const DEFAULT_RESOURCES: &str = include_str!("default.toml");
 
-/// Whether worktrees live on the XFS pool.
+/// Whether each worktree is its own XFS image (the disk axis enforced).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum PoolMode {
+pub enum DiskMode {
     Auto,
     On,
     Off,
@@ -27,8 +27,7 @@ pub struct ResourcesConfig {
     /// Layers from the file (the workspace layer here is the default for every workspace).
     pub layers: Vec<(Layer, LayerBounds)>,
     pub defaults: Sizing,
-    pub pool: PoolMode,
-    pub pool_size: u64,
+    pub disk: DiskMode,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -62,8 +61,7 @@ struct RawDefaults {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawDisk {
-    pool: PoolMode,
-    pool_size: Option<toml::Value>,
+    images: DiskMode,
 }
 
 #[derive(Debug, Deserialize)]
@@ -140,21 +138,11 @@ impl ResourcesConfig {
             defaults.burst_limit.disk_bytes = Some(size);
             defaults.reservation.disk_bytes = Some(size);
         }
-        let (pool, pool_size) = match &raw.disk {
-            None => (PoolMode::Off, 4 << 30),
-            Some(d) => (
-                d.pool,
-                match &d.pool_size {
-                    Some(v) => value(Axis::Disk, v, "disk.pool_size")?,
-                    None => 4 << 30,
-                },
-            ),
-        };
+        let disk = raw.disk.map(|d| d.images).unwrap_or(DiskMode::Off);
         Ok(ResourcesConfig {
             layers,
             defaults,
-            pool,
-            pool_size,
+            disk,
         })
     }
 
@@ -164,8 +152,7 @@ impl ResourcesConfig {
         Self::parse(DEFAULT_RESOURCES).unwrap_or(ResourcesConfig {
             layers: Vec::new(),
             defaults: Sizing::default(),
-            pool: PoolMode::Off,
-            pool_size: 4 << 30,
+            disk: DiskMode::Off,
         })
     }
 
@@ -200,7 +187,7 @@ mod tests {
         assert_eq!(c.defaults.reservation.cpu_millis, Some(500));
         assert_eq!(c.defaults.burst_limit.memory_bytes, Some(2 << 30));
         assert_eq!(c.defaults.burst_limit.disk_bytes, Some(2 << 30));
-        assert_eq!(c.pool, PoolMode::Off);
+        assert_eq!(c.disk, DiskMode::Off);
         let plan = c.layers.iter().find(|(l, _)| *l == Layer::Plan).expect("plan");
         assert_eq!(plan.1.ceiling.cpu_millis, Some(4000));
     }
@@ -210,7 +197,7 @@ mod tests {
         for (text, needle) in [
             ("[plan.ceiling]\nmemory = \"lots\"\n", "plan.ceiling.memory"),
             ("[plan.ceiling]\ngpu = 1\n", "gpu"),
-            ("[disk]\npool = \"maybe\"\n", "maybe"),
+            ("[disk]\nimages = \"maybe\"\n", "maybe"),
             ("[thread.approval]\ncpu = -1\n", "thread.approval.cpu"),
         ] {
             let e = ResourcesConfig::parse(text).expect_err(text);

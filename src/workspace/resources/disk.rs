@@ -1,10 +1,13 @@
-//! The disk axis on this machine: a loop-mounted XFS pool (`mkfs.xfs -m reflink=1`, mounted
-//! `prjquota`) at `<state>/workspaces`, one project quota per worktree (project id = the
-//! workspace uid). Growing raises the quota, and grows the pool image with `xfs_growfs` when
-//! the pool itself is short. The snapshot store (`<state>/snapshots`) is outside the pool.
+//! The disk axis on this machine: each worktree is its own loop-mounted XFS filesystem
+//! (`mkfs.xfs -m reflink=1`), an image at `<state>/disks/<uid>.img` mounted on the
+//! worktree. Growing is online: the sparse image is extended, `losetup -c` tells the loop
+//! device, and `xfs_growfs` grows the mounted filesystem. The snapshot store
+//! (`<state>/snapshots`) is outside every image.
 //!
-//! "Full" is read from the filesystem: XFS answers `statfs` on a project directory with the
-//! project's quota as the size, so a worktree whose free space is under `FULL_BELOW` is full.
+//! Why not one XFS pool with a project quota per worktree: this kernel has no XFS quota
+//! support (`XFS: quota support not available in this kernel`), and ext4 images cannot
+//! grow online here (`resize2fs` needs CAP_SYS_RESOURCE, which the service lacks);
+//! see docs/resources.md. "Full" is read from the filesystem (`statvfs`), never from stderr.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,16 +15,18 @@ use std::process::Command;
 use serde::Serialize;
 use tracing::{info, warn};
 
-use super::config::{PoolMode, ResourcesConfig};
+use super::config::{DiskMode, ResourcesConfig};
 
 /// A worktree with less free space than this is full.
 pub const FULL_BELOW: u64 = 1 << 20;
-const XFS_MAGIC: i64 = 0x5846_5342;
+/// Smallest disk: below this XFS has no room for its log.
+pub const MIN_DISK: u64 = 32 << 20;
 
 /// Where worktrees' disk is enforced, or why it is not.
 #[derive(Debug, Clone)]
 pub enum Disk {
-    Pool { mount: PathBuf, image: PathBuf },
+    /// One image per workspace in `dir`.
+    Images { dir: PathBuf },
     NotEnforced { reason: String },
 }
 
@@ -34,9 +39,10 @@ pub struct DiskUsage {
     pub free_bytes: u64,
 }
 
-fn run(cmd: &str, args: &[&str]) -> Result<String, String> {
+fn run(cmd: &str, args: &[&str], env: &[(&str, &str)]) -> Result<String, String> {
     let out = Command::new(cmd)
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .map_err(|e| format!("`{cmd}`: {e}"))?;
     if out.status.success() {
@@ -50,132 +56,179 @@ fn run(cmd: &str, args: &[&str]) -> Result<String, String> {
     }
 }
 
-fn is_xfs_mount(dir: &Path) -> bool {
+/// Whether `dir` is a mount point (its device differs from its parent's).
+fn is_mount(dir: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let xfs = nix::sys::statfs::statfs(dir)
-        .map(|s| s.filesystem_type().0 as i64 == XFS_MAGIC)
-        .unwrap_or(false);
-    let own_dev = match (std::fs::metadata(dir), dir.parent().map(std::fs::metadata)) {
+    match (std::fs::metadata(dir), dir.parent().map(std::fs::metadata)) {
         (Ok(d), Some(Ok(p))) => d.dev() != p.dev(),
         _ => false,
-    };
-    xfs && own_dev
+    }
 }
 
-/// Statfs of a path: (size, used, free) in bytes.
+/// Statfs of a path: size, used and free (for unprivileged writers) in bytes.
 pub fn usage(path: &Path) -> Option<DiskUsage> {
     let s = nix::sys::statvfs::statvfs(path).ok()?;
     let frag = s.fragment_size() as u64;
     let size = s.blocks() as u64 * frag;
-    let free = s.blocks_available() as u64 * frag;
     Some(DiskUsage {
         size_bytes: size,
         used_bytes: size.saturating_sub(s.blocks_free() as u64 * frag),
-        free_bytes: free,
+        free_bytes: s.blocks_available() as u64 * frag,
     })
 }
 
+fn have(tool: &str) -> bool {
+    ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+        .iter()
+        .any(|d| Path::new(d).join(tool).exists())
+}
+
 impl Disk {
-    /// Sets up (or finds again) the pool at `<state>/workspaces` as `cfg` asks; any reason
-    /// it cannot be used leaves the disk axis not enforced, and the service still runs.
+    /// Decides from `cfg` and this machine whether worktrees get images; any reason they
+    /// cannot leaves the disk axis not enforced, and the service still runs.
     pub fn open(state_dir: &Path, cfg: &ResourcesConfig) -> Disk {
         let not = |reason: String| Disk::NotEnforced { reason };
-        if cfg.pool == PoolMode::Off {
-            return not("the disk pool is off (`[disk] pool = \"off\"`)".into());
+        if cfg.disk == DiskMode::Off {
+            return not("disk enforcement is off (`[disk] images = \"off\"`)".into());
         }
-        match Self::try_open(state_dir, cfg.pool_size) {
-            Ok(d) => d,
-            Err(reason) if cfg.pool == PoolMode::On => {
-                warn!(%reason, "disk pool requested but unavailable");
+        let missing = if !nix::unistd::geteuid().is_root() {
+            Some("the service is not root: no loop devices".to_string())
+        } else if !Path::new("/dev/loop-control").exists() {
+            Some("no loop devices (`/dev/loop-control` is missing)".into())
+        } else {
+            ["mkfs.xfs", "xfs_growfs", "losetup"]
+                .iter()
+                .find(|t| !have(t))
+                .map(|t| format!("`{t}` is missing (install xfsprogs; scripts/setup.sh does)"))
+        };
+        match missing {
+            Some(reason) => {
+                if cfg.disk == DiskMode::On {
+                    warn!(%reason, "disk enforcement requested but unavailable");
+                }
                 not(reason)
             }
-            Err(reason) => not(reason),
+            None => Disk::Images {
+                dir: state_dir.join("disks"),
+            },
         }
-    }
-
-    fn try_open(state_dir: &Path, pool_size: u64) -> Result<Disk, String> {
-        if !nix::unistd::geteuid().is_root() {
-            return Err("the service is not root: no loop device or project quota".into());
-        }
-        let mount = state_dir.join("workspaces");
-        let image = state_dir.join("disk-pool.img");
-        std::fs::create_dir_all(&mount).map_err(|e| format!("{}: {e}", mount.display()))?;
-        if is_xfs_mount(&mount) {
-            return Ok(Disk::Pool { mount, image });
-        }
-        let busy = std::fs::read_dir(&mount).map(|mut d| d.next().is_some()).unwrap_or(true);
-        if busy {
-            return Err("worktrees already exist on the state directory's filesystem".into());
-        }
-        if !image.exists() {
-            let f = std::fs::File::create(&image).map_err(|e| format!("{}: {e}", image.display()))?;
-            f.set_len(pool_size).map_err(|e| format!("{}: {e}", image.display()))?;
-            let img = image.display().to_string();
-            if let Err(e) = run("mkfs.xfs", &["-q", "-m", "reflink=1", &img]) {
-                let _ = std::fs::remove_file(&image);
-                return Err(e);
-            }
-        }
-        let (img, dir) = (image.display().to_string(), mount.display().to_string());
-        run("mount", &["-o", "loop,prjquota", &img, &dir])?;
-        info!(pool = %dir, "worktrees on an XFS pool with project quotas");
-        Ok(Disk::Pool { mount, image })
     }
 
     pub fn enforced(&self) -> bool {
-        matches!(self, Disk::Pool { .. })
+        matches!(self, Disk::Images { .. })
     }
 
-    /// Gives `worktree` project `project` with a hard limit of `bytes`, growing the pool
-    /// first when it has less free space than the quota may claim.
-    pub fn set_quota(&self, worktree: &Path, project: u32, bytes: u64) -> Result<(), String> {
-        let Disk::Pool { mount, image } = self else {
+    fn image(&self, uid: u32) -> Option<PathBuf> {
+        match self {
+            Disk::Images { dir } => Some(dir.join(format!("{uid}.img"))),
+            Disk::NotEnforced { .. } => None,
+        }
+    }
+
+    /// Makes the worktree a filesystem of `bytes`: on first use an image is made, the
+    /// worktree's content copied in and the image mounted on it; later, a mounted image is
+    /// grown online (never shrunk) and an unmounted one (after a reboot) mounted again.
+    pub fn ensure(&self, worktree: &Path, uid: u32, bytes: u64) -> Result<(), String> {
+        let Some(image) = self.image(uid) else {
             return Err("disk is not enforced".into());
         };
-        let used = usage(worktree).map(|u| u.used_bytes).unwrap_or(0);
-        ensure_room(mount, image, bytes.saturating_sub(used))?;
-        let m = mount.display().to_string();
-        let p = project.to_string();
-        let w = worktree.display().to_string();
-        run("xfs_quota", &["-x", "-c", &format!("project -s -p {w} {p}"), &m])?;
-        let kib = bytes.div_ceil(1024);
-        run("xfs_quota", &["-x", "-c", &format!("limit -p bhard={kib}k {p}"), &m])?;
+        let bytes = bytes.max(MIN_DISK);
+        if !image.exists() {
+            return create(&image, worktree, uid, bytes);
+        }
+        if !is_mount(worktree) {
+            mount(&image, worktree)?;
+        }
+        let len = std::fs::metadata(&image).map_err(|e| e.to_string())?.len();
+        if bytes > len {
+            grow(&image, worktree, bytes)?;
+        }
         Ok(())
     }
 
-    /// Whether the worktree's filesystem (its project quota) is full.
+    /// Whether the worktree's filesystem is full.
     pub fn is_full(&self, worktree: &Path) -> bool {
         self.enforced() && usage(worktree).is_some_and(|u| u.free_bytes < FULL_BELOW)
     }
 
-    /// Removes the project's quota limit (the directory goes with the workspace).
-    pub fn clear_quota(&self, project: u32) {
-        if let Disk::Pool { mount, .. } = self {
-            let m = mount.display().to_string();
-            let _ = run("xfs_quota", &["-x", "-c", &format!("limit -p bhard=0 {project}"), &m]);
+    /// Unmounts the worktree's image and removes it (the workspace's processes are gone).
+    pub fn remove(&self, worktree: &Path, uid: u32) {
+        let Some(image) = self.image(uid) else { return };
+        if is_mount(worktree) {
+            let w = worktree.display().to_string();
+            if run("umount", &[&w], &[]).is_err() {
+                let _ = run("umount", &["-l", &w], &[]);
+            }
         }
+        let _ = std::fs::remove_file(&image);
     }
 }
 
-/// Grows the pool (sparse image, `losetup -c`, `xfs_growfs`) so it has `needed` bytes free.
-fn ensure_room(mount: &Path, image: &Path, needed: u64) -> Result<(), String> {
-    let Some(u) = usage(mount) else {
-        return Err(format!("cannot statfs {}", mount.display()));
-    };
-    if u.free_bytes >= needed {
-        return Ok(());
+fn mkfs(image: &Path, bytes: u64) -> Result<(), String> {
+    if let Some(d) = image.parent() {
+        std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
     }
-    let grow = (needed - u.free_bytes).max(u.size_bytes / 4);
-    let len = std::fs::metadata(image).map_err(|e| e.to_string())?.len();
+    let f = std::fs::File::create(image).map_err(|e| format!("{}: {e}", image.display()))?;
+    f.set_len(bytes).map_err(|e| format!("{}: {e}", image.display()))?;
+    let img = image.display().to_string();
+    // mkfs.xfs refuses filesystems under 300 MB unless told it runs for tests; small
+    // workspace disks are what the sizing asks for, so it is told (the variables only lift
+    // that size check).
+    let small: &[(&str, &str)] = if bytes < 300_000_000 {
+        &[("TEST_DIR", "1"), ("TEST_DEV", "1"), ("QA_CHECK_FS", "1")]
+    } else {
+        &[]
+    };
+    run("mkfs.xfs", &["-q", "-f", "-m", "reflink=1", &img], small).map(|_| ())
+}
+
+fn mount(image: &Path, at: &Path) -> Result<(), String> {
+    let (img, dir) = (image.display().to_string(), at.display().to_string());
+    run("mount", &["-o", "loop,nosuid,nodev", &img, &dir], &[]).map(|_| ())
+}
+
+/// New image: content copied in through a staging mount, then mounted on the worktree.
+fn create(image: &Path, worktree: &Path, uid: u32, bytes: u64) -> Result<(), String> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    mkfs(image, bytes)?;
+    let meta = std::fs::metadata(worktree).map_err(|e| format!("{}: {e}", worktree.display()))?;
+    let stage = worktree.with_file_name(".disk-stage");
+    let _ = std::fs::create_dir(&stage);
+    let undo = |e: String| {
+        let _ = run("umount", &[&stage.display().to_string()], &[]);
+        let _ = std::fs::remove_dir(&stage);
+        let _ = std::fs::remove_file(image);
+        e
+    };
+    mount(image, &stage).map_err(undo)?;
+    let src = format!("{}/.", worktree.display());
+    run("cp", &["-a", &src, &stage.display().to_string()], &[])
+        .map_err(|e| undo(format!("the worktree does not fit a disk of {} MiB: {e}", bytes >> 20)))?;
+    nix::unistd::chown(&stage, Some(meta.uid().into()), Some(meta.gid().into()))
+        .map_err(|e| undo(e.to_string()))?;
+    std::fs::set_permissions(&stage, std::fs::Permissions::from_mode(meta.mode() & 0o7777))
+        .map_err(|e| undo(e.to_string()))?;
+    run("umount", &[&stage.display().to_string()], &[]).map_err(undo)?;
+    let _ = std::fs::remove_dir(&stage);
+    // The copy is on the image; the originals would only be hidden under the mount.
+    std::fs::remove_dir_all(worktree).map_err(|e| format!("{}: {e}", worktree.display()))?;
+    std::fs::create_dir(worktree).map_err(|e| format!("{}: {e}", worktree.display()))?;
+    mount(image, worktree)?;
+    info!(worktree = %worktree.display(), uid, size = bytes, "worktree on its own XFS image");
+    Ok(())
+}
+
+/// Online growth: extend the sparse image, refresh the loop device, `xfs_growfs`.
+fn grow(image: &Path, worktree: &Path, bytes: u64) -> Result<(), String> {
     let f = std::fs::OpenOptions::new()
         .write(true)
         .open(image)
         .map_err(|e| format!("{}: {e}", image.display()))?;
-    f.set_len(len + grow).map_err(|e| e.to_string())?;
-    let m = mount.display().to_string();
-    let dev = run("findmnt", &["-n", "-o", "SOURCE", &m])?;
-    run("losetup", &["-c", dev.trim()])?;
-    run("xfs_growfs", &[&m])?;
-    info!(pool = %m, grown_by = grow, "disk pool grown");
+    f.set_len(bytes).map_err(|e| e.to_string())?;
+    let w = worktree.display().to_string();
+    let dev = run("findmnt", &["-n", "-o", "SOURCE", "--mountpoint", &w], &[])?;
+    run("losetup", &["-c", dev.trim()], &[])?;
+    run("xfs_growfs", &[&w], &[])?;
+    info!(worktree = %w, size = bytes, "worktree disk grown online");
     Ok(())
 }

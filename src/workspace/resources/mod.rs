@@ -3,7 +3,7 @@
 //! user > thread, resize with approval, and ENOSPC growth. `docs/resources.md` has the model.
 //!
 //! Pure parts: `layers` (the fold), `resize` (the plan), `cgroup::files_for`, `config`.
-//! Side effects go through `provider::Provider` (`LocalProvider`: cgroups and the XFS pool).
+//! Side effects go through `provider::Provider` (`LocalProvider`: cgroups and per-worktree XFS images).
 
 pub mod cgroup;
 pub mod config;

@@ -1,5 +1,5 @@
 //! The provider seam: how sizing reaches a workspace. The local provider writes the
-//! workspace cgroup (every change `live`) and the worktree's project quota (grow `live`,
+//! workspace cgroup (every change `live`) and the worktree's own XFS image (grow `live`,
 //! shrink `unsupported`). A VM or cloud provider implements the same trait with its own
 //! modes (a restart for a reservation change, say).
 
@@ -32,7 +32,7 @@ pub trait Provider: Modes + Send + Sync {
     fn remove(&self, t: &Target<'_>);
 }
 
-/// cgroups and the XFS pool of this machine.
+/// cgroups and per-worktree XFS images on this machine.
 pub struct LocalProvider {
     pub cgroup: Option<Hierarchy>,
     pub disk: Disk,
@@ -56,11 +56,11 @@ impl Modes for LocalProvider {
                     Mode::Unsupported,
                     Some(format!("disk is not enforced here: {reason}")),
                 ),
-                (Disk::Pool { .. }, false) => (
+                (Disk::Images { .. }, false) => (
                     Mode::Unsupported,
                     Some("the local provider cannot shrink a worktree's disk".into()),
                 ),
-                (Disk::Pool { .. }, true) => (Mode::Live, None),
+                (Disk::Images { .. }, true) => (Mode::Live, None),
             },
             _ if self.cgroup.is_none() => (
                 Mode::Unsupported,
@@ -88,7 +88,7 @@ impl Provider for LocalProvider {
         if let (true, Some(bytes)) = (self.disk.enforced(), s.burst_limit.disk_bytes)
             && t.worktree.is_dir()
         {
-            self.disk.set_quota(t.worktree, t.uid, bytes)?;
+            self.disk.ensure(t.worktree, t.uid, bytes)?;
         }
         Ok(())
     }
@@ -102,7 +102,7 @@ impl Provider for LocalProvider {
 
     fn disk_enforced(&self) -> Result<(), String> {
         match &self.disk {
-            Disk::Pool { .. } => Ok(()),
+            Disk::Images { .. } => Ok(()),
             Disk::NotEnforced { reason } => Err(reason.clone()),
         }
     }
@@ -123,6 +123,6 @@ impl Provider for LocalProvider {
         if let Some(h) = &self.cgroup {
             let _ = h.remove(&cgroup::name_of(t.uid));
         }
-        self.disk.clear_quota(t.uid);
+        self.disk.remove(t.worktree, t.uid);
     }
 }
