@@ -38,10 +38,16 @@ macro_rules! need_cgroups {
 
 /// Starts the service with a resources file.
 fn start(uid_base: u32, toml: &str) -> Svc {
+    start_with(uid_base, toml, &[])
+}
+
+fn start_with(uid_base: u32, toml: &str, extra: &[&str]) -> Svc {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("resources.toml");
     std::fs::write(&file, toml).unwrap();
-    let svc = Svc::start(uid_base, &["--resources", file.to_str().unwrap()], &[]);
+    let mut args = vec!["--resources", file.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let svc = Svc::start(uid_base, &args, &[]);
     // The file is read at start; the temp dir may go.
     drop(dir);
     svc
@@ -350,4 +356,61 @@ fn enospc_grows_a_64mib_disk_to_96_retries_setup_once_and_stops_at_the_ceiling()
 
 fn uid_of_deleted(created: &Value) -> u64 {
     created["workspace"]["uid"].as_u64().unwrap()
+}
+
+fn comm(pid: &str) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_string()
+}
+
+fn cmdline(pid: &str) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+#[test]
+fn a_docker_compose_workspace_keeps_its_daemons_in_its_cgroup_and_gives_containers_half() {
+    need_cgroups!();
+    if !Path::new("/usr/sbin/dockerd").is_file() {
+        println!("skipped: no /usr/sbin/dockerd for a private daemon");
+        return;
+    }
+    let svc = start_with(29000, PLAN, &["--dockerd", "/usr/sbin/dockerd"]);
+    let body = json!({
+        "id": "dc", "runtime": "docker-compose",
+        "resources": { "burst": { "memory": "256MiB", "pids": 400 } },
+    });
+    svc.ok("POST", "/v1/workspaces", Some(body));
+    let uid = uid_of(&svc, "dc");
+    let procs = v1("memory", uid, "cgroup.procs");
+    let names: Vec<String> = procs.lines().map(comm).collect();
+    for want in ["dockerd", "containerd", "dockwarden"] {
+        assert!(names.iter().any(|n| n == want), "{want} is not in the workspace cgroup: {names:?}");
+    }
+    // The proxy's container budget is half of the workspace's burst limit.
+    let proxy = procs
+        .lines()
+        .map(cmdline)
+        .find(|a| a.iter().any(|x| x == "proxy"))
+        .unwrap();
+    let flag = |f: &str| proxy.iter().position(|x| x == f).map(|i| proxy[i + 1].clone());
+    assert_eq!(flag("--memory-budget"), Some((128 * MIB).to_string()), "{proxy:?}");
+    assert_eq!(flag("--pids-budget").as_deref(), Some("200"), "{proxy:?}");
+    assert_eq!(flag("--cgroup-name"), Some(format!("dockwarden_ws_{uid}/containers")));
+    assert_eq!(v1("memory", uid, "containers/memory.limit_in_bytes"), (128 * MIB).to_string());
+    assert_eq!(v1("pids", uid, "containers/pids.max"), "200");
+    // A live resize keeps the containers at half.
+    let r = svc.ok("POST", "/v1/workspaces/dc/resize", Some(json!({ "burst": { "memory": "200MiB" } })));
+    assert_eq!(r["state"], "pending_approval", "a lower cap waits: {r}");
+    let r = svc.ok("POST", "/v1/workspaces/dc/resize", Some(json!({ "burst": { "memory": "384MiB" } })));
+    assert_eq!(r["state"], "pending_approval", "over the 256 MiB threshold: {r}");
+    let req = r["request"].as_str().unwrap().to_string();
+    let r = svc.ok("POST", &format!("/v1/resize-requests/{req}/approve"), None);
+    assert_eq!(r["state"], "applied", "{r}");
+    assert_eq!(v1("memory", uid, "memory.limit_in_bytes"), (384 * MIB).to_string());
+    assert_eq!(v1("memory", uid, "containers/memory.limit_in_bytes"), (192 * MIB).to_string());
+    svc.ok("DELETE", "/v1/workspaces/dc", None);
+    assert!(!Path::new(&format!("/sys/fs/cgroup/memory/dockwarden_ws_{uid}")).exists());
 }

@@ -135,6 +135,35 @@ impl Hierarchy {
             }
             write(&path, &value)?;
         }
+        self.apply_container_half(name, s)
+    }
+
+    /// A docker-compose workspace's containers (child `containers`) keep half of the
+    /// workspace's burst memory and pids when the burst limit changes.
+    fn apply_container_half(&self, name: &str, s: &Sizing) -> io::Result<()> {
+        let child = format!("{name}/containers");
+        let (Some(mem), Some(pids)) = (s.burst_limit.memory_bytes, s.burst_limit.pids) else {
+            return Ok(());
+        };
+        match self {
+            Hierarchy::V1 { .. } => {
+                let m = self.dir(&child, "memory");
+                if m.is_dir() {
+                    write_v1_memory(&m.join("memory.limit_in_bytes"), &(mem / 2).to_string())?;
+                }
+                let p = self.dir(&child, "pids");
+                if p.is_dir() {
+                    write(&p.join("pids.max"), &(pids / 2).max(1).to_string())?;
+                }
+            }
+            Hierarchy::V2 { .. } => {
+                let d = self.dir(&child, "");
+                if d.is_dir() {
+                    write(&d.join("memory.max"), &(mem / 2).to_string())?;
+                    write(&d.join("pids.max"), &(pids / 2).max(1).to_string())?;
+                }
+            }
+        }
         Ok(())
     }
 
@@ -286,6 +315,36 @@ impl Hierarchy {
             }
         })
     }
+}
+
+/// For a spawn from a fresh thread (as `netns::spawn_in` makes): joins the workspace cgroup
+/// `name` when it exists on a v1 hierarchy, so the child starts inside it. Nothing to do
+/// when there is no such cgroup (not root, or no resources).
+pub fn join_for_spawn(name: &str) -> io::Result<()> {
+    match Hierarchy::detect() {
+        Some(h @ Hierarchy::V1 { .. }) if h.exists(name) && nix::unistd::geteuid().is_root() => {
+            h.join_current_thread(name)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The workspace's burst memory and pids as its cgroup enforces them (`None`: no cgroup).
+pub fn burst_of(name: &str) -> Option<(Option<u64>, Option<u64>)> {
+    let h = Hierarchy::detect()?;
+    if !h.exists(name) {
+        return None;
+    }
+    let (mem, pids) = match &h {
+        Hierarchy::V1 { .. } => (
+            h.dir(name, "memory").join("memory.limit_in_bytes"),
+            h.dir(name, "pids").join("pids.max"),
+        ),
+        Hierarchy::V2 { .. } => (h.dir(name, "").join("memory.max"), h.dir(name, "").join("pids.max")),
+    };
+    // "max" and v1's near-2^63 "unlimited" both read as no limit.
+    let mem = read_u64(&mem).filter(|v| *v < (1 << 62));
+    Some((mem, read_u64(&pids)))
 }
 
 /// Spawns with `spawn` so that the new process starts inside the workspace cgroup `name`.

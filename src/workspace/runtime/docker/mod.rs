@@ -86,7 +86,8 @@ impl Layout {
             policy: dir.join("policy.toml"),
             proxy_socket: ws_dir.join("docker.sock"),
             shim_dir: ws_dir.join("bin"),
-            cgroup_name: format!("dockwarden_ws_{uid}"),
+            // Containers get half of the workspace's burst limit, in a child of its cgroup.
+            cgroup_name: format!("dockwarden_ws_{uid}/containers"),
             dir,
         }
     }
