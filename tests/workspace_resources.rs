@@ -101,18 +101,33 @@ fn a_64mib_burst_limit_oom_kills_a_200mib_allocator_while_a_small_one_runs() {
     let svc = start(28500, PLAN);
     svc.ok("POST", "/v1/workspaces", Some(json!({ "id": "mem" })));
     let uid = uid_of(&svc, "mem");
-    assert_eq!(v1("memory", uid, "memory.limit_in_bytes"), (64 * MIB).to_string());
-    assert_eq!(v1("memory", uid, "memory.soft_limit_in_bytes"), (32 * MIB).to_string());
+    assert_eq!(
+        v1("memory", uid, "memory.limit_in_bytes"),
+        (64 * MIB).to_string()
+    );
+    assert_eq!(
+        v1("memory", uid, "memory.soft_limit_in_bytes"),
+        (32 * MIB).to_string()
+    );
     // `tail` keeps a line without a newline in memory: it allocates what it reads.
     let small = svc.exec("mem", "head -c 20M /dev/zero | tail | wc -c");
     assert_eq!(small["exit_code"], 0, "{small}");
-    assert_eq!(small["stdout"].as_str().unwrap().trim(), (20 * MIB).to_string());
+    assert_eq!(
+        small["stdout"].as_str().unwrap().trim(),
+        (20 * MIB).to_string()
+    );
     let big = svc.exec("mem", "head -c 200M /dev/zero | tail >/dev/null");
-    assert_eq!(big["exit_code"], 137, "a 200 MiB allocator was not OOM-killed under a 64 MiB cap: {big}");
+    assert_eq!(
+        big["exit_code"], 137,
+        "a 200 MiB allocator was not OOM-killed under a 64 MiB cap: {big}"
+    );
     let st = status(&svc, "mem");
     let usage = &st["health"]["usage"];
     assert!(usage["oomKills"].as_u64().unwrap() >= 1, "{st}");
-    assert!(usage["memoryPeakBytes"].as_u64().unwrap() <= 64 * MIB, "{st}");
+    assert!(
+        usage["memoryPeakBytes"].as_u64().unwrap() <= 64 * MIB,
+        "{st}"
+    );
     assert_eq!(st["burstLimit"]["memoryBytes"], 64 * MIB);
     assert_eq!(st["reservation"]["memoryBytes"], 32 * MIB);
     assert_eq!(st["resourceModel"], "burstable");
@@ -168,7 +183,11 @@ fn resize_up_under_the_threshold_is_live_over_it_and_down_wait_for_approval() {
     let uid = uid_of(&svc, "rs");
     let bg = svc.exec("rs", "sleep 300 >/dev/null 2>&1 & echo $!");
     let pid: i32 = bg["stdout"].as_str().unwrap().trim().parse().unwrap();
-    assert!(v1("memory", uid, "cgroup.procs").lines().any(|l| l == pid.to_string()));
+    assert!(
+        v1("memory", uid, "cgroup.procs")
+            .lines()
+            .any(|l| l == pid.to_string())
+    );
 
     // Up, under the threshold: applied live, the background process keeps running.
     let r = svc.ok(
@@ -179,55 +198,132 @@ fn resize_up_under_the_threshold_is_live_over_it_and_down_wait_for_approval() {
     assert_eq!(r["state"], "applied", "{r}");
     assert_eq!(r["disruptive"], false);
     assert_eq!(r["interrupted"], json!([]));
-    assert!(r["changes"].as_array().unwrap().iter().all(|c| c["mode"] == "live"));
-    assert_eq!(v1("memory", uid, "memory.limit_in_bytes"), (128 * MIB).to_string());
+    assert!(
+        r["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["mode"] == "live")
+    );
+    assert_eq!(
+        v1("memory", uid, "memory.limit_in_bytes"),
+        (128 * MIB).to_string()
+    );
     assert_eq!(v1("cpu", uid, "cpu.cfs_quota_us"), "150000");
     assert!(alive(pid), "the background process died in a live resize");
 
     // Up over the approval threshold (256 MiB, plan): recorded, nothing changes yet.
-    let r = svc.ok("POST", "/v1/workspaces/rs/resize", Some(json!({ "burst": { "memory": "300MiB" } })));
+    let r = svc.ok(
+        "POST",
+        "/v1/workspaces/rs/resize",
+        Some(json!({ "burst": { "memory": "300MiB" } })),
+    );
     assert_eq!(r["state"], "pending_approval", "{r}");
-    assert!(r["approvalNeeded"][0].as_str().unwrap().contains("layer `plan`"), "{r}");
-    assert_eq!(v1("memory", uid, "memory.limit_in_bytes"), (128 * MIB).to_string());
+    assert!(
+        r["approvalNeeded"][0]
+            .as_str()
+            .unwrap()
+            .contains("layer `plan`"),
+        "{r}"
+    );
+    assert_eq!(
+        v1("memory", uid, "memory.limit_in_bytes"),
+        (128 * MIB).to_string()
+    );
     let req = r["request"].as_str().unwrap().to_string();
     let out = svc.cli(&["--json", "approve", &req]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let approved: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(approved["state"], "applied", "{approved}");
-    assert_eq!(v1("memory", uid, "memory.limit_in_bytes"), (300 * MIB).to_string());
+    assert_eq!(
+        v1("memory", uid, "memory.limit_in_bytes"),
+        (300 * MIB).to_string()
+    );
     // A decided request cannot be decided again.
     let (code, again) = svc.api("POST", &format!("/v1/resize-requests/{req}/approve"), None);
-    assert_eq!((code, again["code"].as_str()), (409, Some("wrong_state")), "{again}");
+    assert_eq!(
+        (code, again["code"].as_str()),
+        (409, Some("wrong_state")),
+        "{again}"
+    );
 
     // Down always waits; rejected, it changes nothing.
-    let r = svc.ok("POST", "/v1/workspaces/rs/resize", Some(json!({ "burst": { "cpu": 0.5 } })));
+    let r = svc.ok(
+        "POST",
+        "/v1/workspaces/rs/resize",
+        Some(json!({ "burst": { "cpu": 0.5 } })),
+    );
     assert_eq!(r["state"], "pending_approval", "{r}");
     let req = r["request"].as_str().unwrap().to_string();
     let out = svc.cli(&["--json", "reject", &req]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(v1("cpu", uid, "cpu.cfs_quota_us"), "150000");
 
     // A reservation above the burst limit adds nothing usable: skipped, saying why.
-    let r = svc.ok("POST", "/v1/workspaces/rs/resize", Some(json!({ "reservation": { "cpu": 2 } })));
+    let r = svc.ok(
+        "POST",
+        "/v1/workspaces/rs/resize",
+        Some(json!({ "reservation": { "cpu": 2 } })),
+    );
     assert_eq!(r["state"], "skipped", "{r}");
-    assert!(r["changes"][0]["reason"].as_str().unwrap().contains("no usable capacity"), "{r}");
+    assert!(
+        r["changes"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no usable capacity"),
+        "{r}"
+    );
     assert_eq!(v1("cpu", uid, "cpu.shares"), "256");
 
     // Over the ceiling: refused with the ceiling and the layer.
-    let (code, e) = svc.api("POST", "/v1/workspaces/rs/resize", Some(json!({ "burst": { "memory": "1GiB" } })));
+    let (code, e) = svc.api(
+        "POST",
+        "/v1/workspaces/rs/resize",
+        Some(json!({ "burst": { "memory": "1GiB" } })),
+    );
     assert_eq!(code, 422, "{e}");
-    assert!(e["message"].as_str().unwrap().contains("512 MiB set by layer `plan`"), "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("512 MiB set by layer `plan`"),
+        "{e}"
+    );
     // Disk without a pool: unsupported, and nothing is claimed.
-    let r = svc.ok("POST", "/v1/workspaces/rs/resize", Some(json!({ "disk": "100MiB" })));
+    let r = svc.ok(
+        "POST",
+        "/v1/workspaces/rs/resize",
+        Some(json!({ "disk": "100MiB" })),
+    );
     assert_eq!(r["changes"][0]["action"], "unsupported", "{r}");
     assert_eq!(r["state"], "skipped");
     // Malformed input is a 400, not a crash.
-    let (code, e) = svc.api("POST", "/v1/workspaces/rs/resize", Some(json!({ "burst": { "memory": "lots" } })));
+    let (code, e) = svc.api(
+        "POST",
+        "/v1/workspaces/rs/resize",
+        Some(json!({ "burst": { "memory": "lots" } })),
+    );
     assert_eq!(code, 400, "{e}");
 
     let list = svc.ok("GET", "/v1/workspaces/rs/resize-requests", None);
-    let states: Vec<&str> = list.as_array().unwrap().iter().map(|r| r["state"].as_str().unwrap()).collect();
-    assert_eq!(states, ["applied", "applied", "rejected", "skipped", "skipped"]);
+    let states: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        states,
+        ["applied", "applied", "rejected", "skipped", "skipped"]
+    );
     assert!(alive(pid));
     svc.ok("DELETE", "/v1/workspaces/rs", None);
 }
@@ -240,11 +336,18 @@ fn create_over_a_ceiling_is_refused_and_makes_nothing() {
     let (code, e) = svc.api("POST", "/v1/workspaces", Some(body));
     assert_eq!(code, 422, "{e}");
     // 2 GiB is over the platform's 1 GiB too; the tighter plan ceiling is the one named.
-    assert!(e["message"].as_str().unwrap().contains("512 MiB set by layer `plan`"), "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("512 MiB set by layer `plan`"),
+        "{e}"
+    );
     let (code, _) = svc.api("GET", "/v1/workspaces/big", None);
     assert_eq!(code, 404);
     // A workspace layer can tighten, and status says who set what.
-    let body = json!({ "id": "tight", "resources": { "ceiling": { "memory": "48MiB", "cpu": 8 } } });
+    let body =
+        json!({ "id": "tight", "resources": { "ceiling": { "memory": "48MiB", "cpu": 8 } } });
     svc.ok("POST", "/v1/workspaces", Some(body));
     let st = status(&svc, "tight");
     assert_eq!(st["ceilings"]["memory"]["value"], 48 * MIB, "{st}");
@@ -265,7 +368,11 @@ impl Drop for Images {
     fn drop(&mut self) {
         for e in std::fs::read_dir(&self.0).into_iter().flatten().flatten() {
             let wt = e.path().join("worktree");
-            let _ = Command::new("umount").arg("-l").arg(&wt).stderr(std::process::Stdio::null()).status();
+            let _ = Command::new("umount")
+                .arg("-l")
+                .arg(&wt)
+                .stderr(std::process::Stdio::null())
+                .status();
         }
     }
 }
@@ -294,7 +401,13 @@ fn repo_with_setup(dir: &Path, setup: &str) -> PathBuf {
 fn enospc_grows_a_64mib_disk_to_96_retries_setup_once_and_stops_at_the_ceiling() {
     need_cgroups!();
     for tool in ["mkfs.xfs", "xfs_growfs", "losetup"] {
-        if Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().map(|o| !o.status.success()).unwrap_or(true) {
+        if Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {tool}"))
+            .output()
+            .map(|o| !o.status.success())
+            .unwrap_or(true)
+        {
             println!("skipped: `{tool}` is missing (scripts/setup.sh installs xfsprogs)");
             return;
         }
@@ -303,14 +416,20 @@ fn enospc_grows_a_64mib_disk_to_96_retries_setup_once_and_stops_at_the_ceiling()
     let svc = start(28900, &toml);
     let _images = Images(svc.state.join("workspaces"));
     let dir = tempfile::tempdir().unwrap();
-    let repo = repo_with_setup(dir.path(), "echo run >> setup-runs.log; head -c 80M /dev/zero > deps.bin");
+    let repo = repo_with_setup(
+        dir.path(),
+        "echo run >> setup-runs.log; head -c 80M /dev/zero > deps.bin",
+    );
     let created = svc.ok(
         "POST",
         "/v1/workspaces",
         Some(json!({ "id": "full", "repo": repo.display().to_string() })),
     );
     let setup = &created["workspace"]["setup"];
-    assert_eq!(setup["exit_code"], 0, "setup did not succeed after growth: {created}");
+    assert_eq!(
+        setup["exit_code"], 0,
+        "setup did not succeed after growth: {created}"
+    );
     assert_eq!(setup["disk"]["grew"], true, "{setup}");
     assert_eq!(setup["disk"]["retried"], true, "{setup}");
     assert_eq!(setup["disk"]["fromBytes"], 64 * MIB);
@@ -324,33 +443,61 @@ fn enospc_grows_a_64mib_disk_to_96_retries_setup_once_and_stops_at_the_ceiling()
     // statfs of the worktree: its own filesystem, 96 MiB less the XFS log.
     let size = st["disk"]["sizeBytes"].as_u64().unwrap();
     assert!((85 * MIB..=96 * MIB).contains(&size), "{st}");
-    assert!(st["disk"]["usedBytes"].as_u64().unwrap() >= 80 * MIB, "{st}");
+    assert!(
+        st["disk"]["usedBytes"].as_u64().unwrap() >= 80 * MIB,
+        "{st}"
+    );
     assert_eq!(st["disk"]["ceiling"]["setBy"], "plan");
 
     // A non-setup command on a full disk: the disk grows (96 -> 128), the command is not
     // replayed, and its failure is kept.
-    let r = svc.exec("full", "echo run >> exec-runs.log; head -c 200M /dev/zero > more.bin");
+    let r = svc.exec(
+        "full",
+        "echo run >> exec-runs.log; head -c 200M /dev/zero > more.bin",
+    );
     assert_ne!(r["exit_code"], 0, "{r}");
     assert_eq!(r["disk"]["grew"], true, "{r}");
     assert_eq!(r["disk"]["toBytes"], 128 * MIB, "{r}");
-    assert!(r["disk"]["note"].as_str().unwrap().contains("not replayed"), "{r}");
+    assert!(
+        r["disk"]["note"].as_str().unwrap().contains("not replayed"),
+        "{r}"
+    );
     let runs = std::fs::read_to_string(svc.worktree("full").join("exec-runs.log")).unwrap();
-    assert_eq!(runs.lines().count(), 1, "the command was replayed: {runs:?}");
+    assert_eq!(
+        runs.lines().count(),
+        1,
+        "the command was replayed: {runs:?}"
+    );
     // Past the ceiling: no growth possible.
     let r = svc.exec("full", "head -c 200M /dev/zero > more.bin");
     assert_ne!(r["exit_code"], 0, "{r}");
     assert_eq!(r["disk"]["grew"], false, "{r}");
-    assert!(r["disk"]["note"].as_str().unwrap().contains("no growth is possible"), "{r}");
+    assert!(
+        r["disk"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("no growth is possible"),
+        "{r}"
+    );
     assert_eq!(status(&svc, "full")["disk"]["configuredBytes"], 128 * MIB);
     // A command that fails with room left does not touch the disk.
     let r = svc.exec("full", "rm -f more.bin; false");
     assert_eq!(r["disk"], Value::Null, "{r}");
     // Shrinking is unsupported and claims nothing.
-    let r = svc.ok("POST", "/v1/workspaces/full/resize", Some(json!({ "disk": "64MiB" })));
+    let r = svc.ok(
+        "POST",
+        "/v1/workspaces/full/resize",
+        Some(json!({ "disk": "64MiB" })),
+    );
     assert_eq!(r["changes"][0]["action"], "unsupported", "{r}");
     let wt = svc.worktree("full");
     svc.ok("DELETE", "/v1/workspaces/full", None);
-    assert!(!svc.state.join("disks").join(format!("{}.img", uid_of_deleted(&created))).exists());
+    assert!(
+        !svc.state
+            .join("disks")
+            .join(format!("{}.img", uid_of_deleted(&created)))
+            .exists()
+    );
     assert!(!wt.exists());
 }
 
@@ -359,7 +506,10 @@ fn uid_of_deleted(created: &Value) -> u64 {
 }
 
 fn comm(pid: &str) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_string()
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
 
 fn cmdline(pid: &str) -> Vec<String> {
@@ -387,7 +537,10 @@ fn a_docker_compose_workspace_keeps_its_daemons_in_its_cgroup_and_gives_containe
     let procs = v1("memory", uid, "cgroup.procs");
     let names: Vec<String> = procs.lines().map(comm).collect();
     for want in ["dockerd", "containerd", "dockwarden"] {
-        assert!(names.iter().any(|n| n == want), "{want} is not in the workspace cgroup: {names:?}");
+        assert!(
+            names.iter().any(|n| n == want),
+            "{want} is not in the workspace cgroup: {names:?}"
+        );
     }
     // The proxy's container budget is half of the workspace's burst limit.
     let proxy = procs
@@ -395,22 +548,54 @@ fn a_docker_compose_workspace_keeps_its_daemons_in_its_cgroup_and_gives_containe
         .map(cmdline)
         .find(|a| a.iter().any(|x| x == "proxy"))
         .unwrap();
-    let flag = |f: &str| proxy.iter().position(|x| x == f).map(|i| proxy[i + 1].clone());
-    assert_eq!(flag("--memory-budget"), Some((128 * MIB).to_string()), "{proxy:?}");
+    let flag = |f: &str| {
+        proxy
+            .iter()
+            .position(|x| x == f)
+            .map(|i| proxy[i + 1].clone())
+    };
+    assert_eq!(
+        flag("--memory-budget"),
+        Some((128 * MIB).to_string()),
+        "{proxy:?}"
+    );
     assert_eq!(flag("--pids-budget").as_deref(), Some("200"), "{proxy:?}");
-    assert_eq!(flag("--cgroup-name"), Some(format!("dockwarden_ws_{uid}/containers")));
-    assert_eq!(v1("memory", uid, "containers/memory.limit_in_bytes"), (128 * MIB).to_string());
+    assert_eq!(
+        flag("--cgroup-name"),
+        Some(format!("dockwarden_ws_{uid}/containers"))
+    );
+    assert_eq!(
+        v1("memory", uid, "containers/memory.limit_in_bytes"),
+        (128 * MIB).to_string()
+    );
     assert_eq!(v1("pids", uid, "containers/pids.max"), "200");
     // A live resize keeps the containers at half.
-    let r = svc.ok("POST", "/v1/workspaces/dc/resize", Some(json!({ "burst": { "memory": "200MiB" } })));
+    let r = svc.ok(
+        "POST",
+        "/v1/workspaces/dc/resize",
+        Some(json!({ "burst": { "memory": "200MiB" } })),
+    );
     assert_eq!(r["state"], "pending_approval", "a lower cap waits: {r}");
-    let r = svc.ok("POST", "/v1/workspaces/dc/resize", Some(json!({ "burst": { "memory": "384MiB" } })));
-    assert_eq!(r["state"], "pending_approval", "over the 256 MiB threshold: {r}");
+    let r = svc.ok(
+        "POST",
+        "/v1/workspaces/dc/resize",
+        Some(json!({ "burst": { "memory": "384MiB" } })),
+    );
+    assert_eq!(
+        r["state"], "pending_approval",
+        "over the 256 MiB threshold: {r}"
+    );
     let req = r["request"].as_str().unwrap().to_string();
     let r = svc.ok("POST", &format!("/v1/resize-requests/{req}/approve"), None);
     assert_eq!(r["state"], "applied", "{r}");
-    assert_eq!(v1("memory", uid, "memory.limit_in_bytes"), (384 * MIB).to_string());
-    assert_eq!(v1("memory", uid, "containers/memory.limit_in_bytes"), (192 * MIB).to_string());
+    assert_eq!(
+        v1("memory", uid, "memory.limit_in_bytes"),
+        (384 * MIB).to_string()
+    );
+    assert_eq!(
+        v1("memory", uid, "containers/memory.limit_in_bytes"),
+        (192 * MIB).to_string()
+    );
     svc.ok("DELETE", "/v1/workspaces/dc", None);
     assert!(!Path::new(&format!("/sys/fs/cgroup/memory/dockwarden_ws_{uid}")).exists());
 }

@@ -9,13 +9,21 @@ type R<T> = Result<T, ClientError>;
 
 impl Client {
     pub async fn status(&self, id: &str) -> R<Value> {
-        self.json(Method::GET, &format!("/v1/workspaces/{}/status", enc(id)), None)
-            .await
+        self.json(
+            Method::GET,
+            &format!("/v1/workspaces/{}/status", enc(id)),
+            None,
+        )
+        .await
     }
 
     pub async fn resize(&self, id: &str, body: Value) -> R<Value> {
-        self.json(Method::POST, &format!("/v1/workspaces/{}/resize", enc(id)), Some(body))
-            .await
+        self.json(
+            Method::POST,
+            &format!("/v1/workspaces/{}/resize", enc(id)),
+            Some(body),
+        )
+        .await
     }
 
     pub async fn resize_requests(&self, id: &str) -> R<Value> {

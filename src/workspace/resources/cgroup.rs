@@ -55,11 +55,20 @@ pub fn files_for(h: &Hierarchy, s: &Sizing) -> Vec<FileWrite> {
                 .map(|m| (m * CFS_PERIOD_US / 1000).max(1000).to_string())
                 .unwrap_or_else(|| "-1".into());
             out.push(("cpu", "cpu.cfs_quota_us", quota));
-            let soft = r.memory_bytes.map(|v| v.to_string()).unwrap_or_else(|| "-1".into());
+            let soft = r
+                .memory_bytes
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "-1".into());
             out.push(("memory", "memory.soft_limit_in_bytes", soft));
-            let cap = b.memory_bytes.map(|v| v.to_string()).unwrap_or_else(|| "-1".into());
+            let cap = b
+                .memory_bytes
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "-1".into());
             out.push(("memory", "memory.limit_in_bytes", cap));
-            let pids = b.pids.map(|v| v.to_string()).unwrap_or_else(|| "max".into());
+            let pids = b
+                .pids
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "max".into());
             out.push(("pids", "pids.max", pids));
         }
         Hierarchy::V2 { .. } => {
@@ -74,13 +83,22 @@ pub fn files_for(h: &Hierarchy, s: &Sizing) -> Vec<FileWrite> {
                 .map(|m| format!("{} {CFS_PERIOD_US}", (m * CFS_PERIOD_US / 1000).max(1000)))
                 .unwrap_or_else(|| format!("max {CFS_PERIOD_US}"));
             out.push(("", "cpu.max", max));
-            let low = r.memory_bytes.map(|v| v.to_string()).unwrap_or_else(|| "0".into());
+            let low = r
+                .memory_bytes
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "0".into());
             out.push(("", "memory.low", low));
-            let cap = b.memory_bytes.map(|v| v.to_string()).unwrap_or_else(|| "max".into());
+            let cap = b
+                .memory_bytes
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "max".into());
             out.push(("", "memory.max", cap));
             // Swap is not part of the budget; without this the cap could be paged past.
             out.push(("", "memory.swap.max", "0".into()));
-            let pids = b.pids.map(|v| v.to_string()).unwrap_or_else(|| "max".into());
+            let pids = b
+                .pids
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "max".into());
             out.push(("", "pids.max", pids));
         }
     }
@@ -172,9 +190,19 @@ impl Hierarchy {
         self.dirs(name).iter().all(|d| d.is_dir())
     }
 
-    /// Removes the cgroup (its processes must be gone); missing directories are fine.
+    /// Removes the cgroup (its processes must be gone) with its children; on v1 from every
+    /// mounted hierarchy, since a docker-compose workspace's daemon makes the container
+    /// parent on all of them. Missing directories are fine.
     pub fn remove(&self, name: &str) -> io::Result<()> {
-        for d in self.dirs(name) {
+        let mut dirs = self.dirs(name);
+        if let Hierarchy::V1 { root } = self {
+            dirs.extend(
+                std::fs::read_dir(root)?
+                    .flatten()
+                    .map(|e| e.path().join(name)),
+            );
+        }
+        for d in dirs {
             remove_tree(&d)?;
         }
         Ok(())
@@ -206,8 +234,12 @@ impl Hierarchy {
 }
 
 fn write(path: &Path, value: &str) -> io::Result<()> {
-    std::fs::write(path, value)
-        .map_err(|e| io::Error::new(e.kind(), format!("writing `{value}` to {}: {e}", path.display())))
+    std::fs::write(path, value).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("writing `{value}` to {}: {e}", path.display()),
+        )
+    })
 }
 
 /// memory+swap must stay >= memory on v1: lowering writes memory first, raising swap first.
@@ -292,8 +324,11 @@ impl Hierarchy {
                     cpu_usage_usec: read_u64(&self.dir(name, "cpuacct").join("cpuacct.usage"))
                         .unwrap_or(0)
                         / 1000,
-                    cpu_throttled_periods: keyed(&self.dir(name, "cpu").join("cpu.stat"), "nr_throttled")
-                        .unwrap_or(0),
+                    cpu_throttled_periods: keyed(
+                        &self.dir(name, "cpu").join("cpu.stat"),
+                        "nr_throttled",
+                    )
+                    .unwrap_or(0),
                     memory_bytes: read_u64(&mem.join("memory.usage_in_bytes")).unwrap_or(0),
                     memory_peak_bytes: read_u64(&mem.join("memory.max_usage_in_bytes")),
                     oom_kills: keyed(&mem.join("memory.oom_control"), "oom_kill").unwrap_or(0),
@@ -340,7 +375,10 @@ pub fn burst_of(name: &str) -> Option<(Option<u64>, Option<u64>)> {
             h.dir(name, "memory").join("memory.limit_in_bytes"),
             h.dir(name, "pids").join("pids.max"),
         ),
-        Hierarchy::V2 { .. } => (h.dir(name, "").join("memory.max"), h.dir(name, "").join("pids.max")),
+        Hierarchy::V2 { .. } => (
+            h.dir(name, "").join("memory.max"),
+            h.dir(name, "").join("pids.max"),
+        ),
     };
     // "max" and v1's near-2^63 "unlimited" both read as no limit.
     let mem = read_u64(&mem).filter(|v| *v < (1 << 62));
@@ -401,7 +439,9 @@ mod tests {
     fn v2_files_on_a_temp_dir() {
         let root = tempfile::tempdir().expect("tempdir");
         std::fs::write(root.path().join("cgroup.subtree_control"), "").expect("seed");
-        let h = Hierarchy::V2 { root: root.path().to_owned() };
+        let h = Hierarchy::V2 {
+            root: root.path().to_owned(),
+        };
         let d = root.path().join("dockwarden_ws_7");
         std::fs::create_dir_all(&d).expect("mkdir");
         std::fs::write(d.join("memory.swap.max"), "max").expect("seed");
@@ -414,18 +454,31 @@ mod tests {
         assert_eq!(read(d.join("pids.max")), "100");
         // Stub kernel files: the controllers were asked for (each write replaces the file).
         assert!(read(root.path().join("cgroup.subtree_control")).starts_with('+'));
-        std::fs::write(d.join("cpu.stat"), "usage_usec 1500\nnr_periods 4\nnr_throttled 3\n").expect("seed");
+        std::fs::write(
+            d.join("cpu.stat"),
+            "usage_usec 1500\nnr_periods 4\nnr_throttled 3\n",
+        )
+        .expect("seed");
         std::fs::write(d.join("memory.current"), "4096\n").expect("seed");
-        std::fs::write(d.join("memory.events"), "low 0\nhigh 0\nmax 7\noom 1\noom_kill 2\n").expect("seed");
+        std::fs::write(
+            d.join("memory.events"),
+            "low 0\nhigh 0\nmax 7\noom 1\noom_kill 2\n",
+        )
+        .expect("seed");
         std::fs::write(d.join("pids.current"), "3\n").expect("seed");
         let u = h.usage("dockwarden_ws_7").expect("usage");
         assert_eq!((u.cpu_usage_usec, u.cpu_throttled_periods), (1500, 3));
-        assert_eq!((u.memory_bytes, u.oom_kills, u.memory_cap_hits, u.pids), (4096, 2, 7, 3));
+        assert_eq!(
+            (u.memory_bytes, u.oom_kills, u.memory_cap_hits, u.pids),
+            (4096, 2, 7, 3)
+        );
     }
 
     #[test]
     fn v1_files_and_unbounded_values() {
-        let h = Hierarchy::V1 { root: PathBuf::from("/x") };
+        let h = Hierarchy::V1 {
+            root: PathBuf::from("/x"),
+        };
         let f = files_for(&h, &sizing());
         assert!(f.contains(&("cpu", "cpu.shares", "512".into())));
         assert!(f.contains(&("cpu", "cpu.cfs_quota_us", "150000".into())));
@@ -434,7 +487,12 @@ mod tests {
         let open = files_for(&h, &Sizing::default());
         assert!(open.contains(&("cpu", "cpu.cfs_quota_us", "-1".into())));
         assert!(open.contains(&("pids", "pids.max", "max".into())));
-        let v2 = files_for(&Hierarchy::V2 { root: PathBuf::from("/x") }, &Sizing::default());
+        let v2 = files_for(
+            &Hierarchy::V2 {
+                root: PathBuf::from("/x"),
+            },
+            &Sizing::default(),
+        );
         assert!(v2.contains(&("", "cpu.max", "max 100000".into())));
         assert!(v2.contains(&("", "memory.max", "max".into())));
     }

@@ -88,9 +88,15 @@ fn value(axis: Axis, v: &toml::Value, at: &str) -> Result<u64, String> {
         toml::Value::Integer(i) if axis == Axis::Cpu => i.to_string(),
         toml::Value::Integer(i) => i.to_string(),
         toml::Value::Float(f) if axis == Axis::Cpu => f.to_string(),
-        other => return Err(format!("`{at}.{}`: `{other}` is not an amount", axis.as_str())),
+        other => {
+            return Err(format!(
+                "`{at}.{}`: `{other}` is not an amount",
+                axis.as_str()
+            ));
+        }
     };
-    axis.parse(&s).map_err(|e| format!("`{at}.{}`: {e}", axis.as_str()))
+    axis.parse(&s)
+        .map_err(|e| format!("`{at}.{}`: {e}", axis.as_str()))
 }
 
 fn amounts(raw: &RawAmounts, at: &str) -> Result<Amounts, String> {
@@ -188,7 +194,11 @@ mod tests {
         assert_eq!(c.defaults.burst_limit.memory_bytes, Some(2 << 30));
         assert_eq!(c.defaults.burst_limit.disk_bytes, Some(2 << 30));
         assert_eq!(c.disk, DiskMode::Off);
-        let plan = c.layers.iter().find(|(l, _)| *l == Layer::Plan).expect("plan");
+        let plan = c
+            .layers
+            .iter()
+            .find(|(l, _)| *l == Layer::Plan)
+            .expect("plan");
         assert_eq!(plan.1.ceiling.cpu_millis, Some(4000));
     }
 
@@ -212,7 +222,10 @@ mod tests {
         own.ceiling.memory_bytes = Some(2 << 30);
         own.ceiling.disk_bytes = Some(128 << 20);
         let layers = c.layers_for(&own);
-        let ws = layers.iter().find(|(l, _)| *l == Layer::Workspace).expect("ws");
+        let ws = layers
+            .iter()
+            .find(|(l, _)| *l == Layer::Workspace)
+            .expect("ws");
         assert_eq!(ws.1.ceiling.memory_bytes, Some(1 << 30));
         assert_eq!(ws.1.ceiling.disk_bytes, Some(128 << 20));
     }

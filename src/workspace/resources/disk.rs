@@ -26,8 +26,12 @@ pub const MIN_DISK: u64 = 32 << 20;
 #[derive(Debug, Clone)]
 pub enum Disk {
     /// One image per workspace in `dir`.
-    Images { dir: PathBuf },
-    NotEnforced { reason: String },
+    Images {
+        dir: PathBuf,
+    },
+    NotEnforced {
+        reason: String,
+    },
 }
 
 /// Size, use and free space of one worktree, as the filesystem reports them.
@@ -169,7 +173,8 @@ fn mkfs(image: &Path, bytes: u64) -> Result<(), String> {
         std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
     }
     let f = std::fs::File::create(image).map_err(|e| format!("{}: {e}", image.display()))?;
-    f.set_len(bytes).map_err(|e| format!("{}: {e}", image.display()))?;
+    f.set_len(bytes)
+        .map_err(|e| format!("{}: {e}", image.display()))?;
     let img = image.display().to_string();
     // mkfs.xfs refuses filesystems under 300 MB unless told it runs for tests; small
     // workspace disks are what the sizing asks for, so it is told (the variables only lift
@@ -202,12 +207,19 @@ fn create(image: &Path, worktree: &Path, uid: u32, bytes: u64) -> Result<(), Str
     };
     mount(image, &stage).map_err(undo)?;
     let src = format!("{}/.", worktree.display());
-    run("cp", &["-a", &src, &stage.display().to_string()], &[])
-        .map_err(|e| undo(format!("the worktree does not fit a disk of {} MiB: {e}", bytes >> 20)))?;
+    run("cp", &["-a", &src, &stage.display().to_string()], &[]).map_err(|e| {
+        undo(format!(
+            "the worktree does not fit a disk of {} MiB: {e}",
+            bytes >> 20
+        ))
+    })?;
     nix::unistd::chown(&stage, Some(meta.uid().into()), Some(meta.gid().into()))
         .map_err(|e| undo(e.to_string()))?;
-    std::fs::set_permissions(&stage, std::fs::Permissions::from_mode(meta.mode() & 0o7777))
-        .map_err(|e| undo(e.to_string()))?;
+    std::fs::set_permissions(
+        &stage,
+        std::fs::Permissions::from_mode(meta.mode() & 0o7777),
+    )
+    .map_err(|e| undo(e.to_string()))?;
     run("umount", &[&stage.display().to_string()], &[]).map_err(undo)?;
     let _ = std::fs::remove_dir(&stage);
     // The copy is on the image; the originals would only be hidden under the mount.

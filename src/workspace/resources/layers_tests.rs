@@ -127,7 +127,12 @@ fn layer_table() {
         let ceil = e.ceiling(c.axis);
         assert_eq!((ceil.value, ceil.set_by), c.ceiling, "{}: ceiling", c.name);
         let appr = e.approval(c.axis);
-        assert_eq!((appr.value, appr.set_by), c.approval, "{}: approval", c.name);
+        assert_eq!(
+            (appr.value, appr.set_by),
+            c.approval,
+            "{}: approval",
+            c.name
+        );
         let ignored: Vec<(Layer, &str)> = e.ignored.iter().map(|i| (i.layer, i.kind)).collect();
         assert_eq!(ignored, c.ignored.to_vec(), "{}: ignored", c.name);
         // Other axes are untouched by a single-axis case.

@@ -92,7 +92,10 @@ impl Manager {
             None => (LayerBounds::default(), Sizing::default()),
         };
         let eff = self.effective(&own);
-        for (part, a) in [(&asked.reservation, "reservation"), (&asked.burst_limit, "burst")] {
+        for (part, a) in [
+            (&asked.reservation, "reservation"),
+            (&asked.burst_limit, "burst"),
+        ] {
             for axis in Axis::ALL {
                 let b = eff.ceiling(axis);
                 if let (Some(v), Some(c), Some(layer)) = (part.get(axis), b.value, b.set_by)

@@ -62,7 +62,11 @@ pub fn put(tx: &Transaction<'_>, id: &str, r: &WsResources) -> WsResult<()> {
 pub fn get(store: &Store, id: &str) -> WsResult<Option<WsResources>> {
     store.tx(|tx| {
         let doc: Option<String> = tx
-            .query_row("SELECT doc FROM ws_resources WHERE workspace_id = ?1", [id], |r| r.get(0))
+            .query_row(
+                "SELECT doc FROM ws_resources WHERE workspace_id = ?1",
+                [id],
+                |r| r.get(0),
+            )
             .optional()?;
         doc.map(|d| dec(&d)).transpose()
     })
@@ -81,7 +85,13 @@ pub fn put_request(tx: &Transaction<'_>, r: &RequestRecord) -> WsResult<()> {
         "INSERT INTO resize_requests (id, workspace_id, state, created_at_ms, doc)
          VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT(id) DO UPDATE SET state = excluded.state, doc = excluded.doc",
-        params![r.id, r.workspace_id, r.state, r.created_at_ms as i64, enc(r)?],
+        params![
+            r.id,
+            r.workspace_id,
+            r.state,
+            r.created_at_ms as i64,
+            enc(r)?
+        ],
     )?;
     Ok(())
 }
@@ -89,7 +99,9 @@ pub fn put_request(tx: &Transaction<'_>, r: &RequestRecord) -> WsResult<()> {
 pub fn request(store: &Store, id: &str) -> WsResult<Option<RequestRecord>> {
     store.tx(|tx| {
         let doc: Option<String> = tx
-            .query_row("SELECT doc FROM resize_requests WHERE id = ?1", [id], |r| r.get(0))
+            .query_row("SELECT doc FROM resize_requests WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
             .optional()?;
         doc.map(|d| dec(&d)).transpose()
     })

@@ -102,7 +102,9 @@ pub fn plan(
     modes: &dyn Modes,
 ) -> Result<Plan, Refusal> {
     if wanted.is_empty() {
-        return Err(Refusal::Invalid("the request changes nothing; name at least one value".into()));
+        return Err(Refusal::Invalid(
+            "the request changes nothing; name at least one value".into(),
+        ));
     }
     let mut target = *current;
     for (part, axis, v) in wanted {
@@ -110,11 +112,19 @@ pub fn plan(
         if let (Some(ceiling), Some(layer)) = (c.value, c.set_by)
             && *v > ceiling
         {
-            return Err(Refusal::OverCeiling { axis: *axis, value: *v, ceiling, layer: layer.as_str() });
+            return Err(Refusal::OverCeiling {
+                axis: *axis,
+                value: *v,
+                ceiling,
+                layer: layer.as_str(),
+            });
         }
         match part {
             Part::Reservation if matches!(axis, Axis::Disk | Axis::Pids) => {
-                return Err(Refusal::Invalid(format!("`{}` has no reservation; size it with `burst`", axis.as_str())));
+                return Err(Refusal::Invalid(format!(
+                    "`{}` has no reservation; size it with `burst`",
+                    axis.as_str()
+                )));
             }
             Part::Reservation => target.reservation.set(*axis, Some(*v)),
             Part::BurstLimit => target.burst_limit.set(*axis, Some(*v)),
@@ -157,25 +167,38 @@ pub fn plan(
             ch.action = "skip".into();
             ch.reason = Some(format!(
                 "adds no usable capacity: a {} reservation of {} is above the burst limit {}, which this provider does not raise with it; raise `burst` {} too, or reduce the work",
-                axis.as_str(), axis.show(*to), axis.show(burst.unwrap_or(0)), axis.as_str()
+                axis.as_str(),
+                axis.show(*to),
+                axis.show(burst.unwrap_or(0)),
+                axis.as_str()
             ));
         } else if *part == Part::BurstLimit
             && target.reservation.get(*axis).is_some_and(|r| *to < r)
         {
             return Err(Refusal::Invalid(format!(
                 "a {} burst limit of {} is below its reservation; lower the reservation too",
-                axis.as_str(), axis.show(*to)
+                axis.as_str(),
+                axis.show(*to)
             )));
         }
         if ch.action == "apply" {
             if !up {
-                approval_needed.push(format!("{} goes down ({} -> {}): a resize down always waits for approval", axis.as_str(), axis.show(from.unwrap_or(0)), axis.show(*to)));
-            } else if let (Some(t), Some(layer)) = (eff.approval(*axis).value, eff.approval(*axis).set_by)
+                approval_needed.push(format!(
+                    "{} goes down ({} -> {}): a resize down always waits for approval",
+                    axis.as_str(),
+                    axis.show(from.unwrap_or(0)),
+                    axis.show(*to)
+                ));
+            } else if let (Some(t), Some(layer)) =
+                (eff.approval(*axis).value, eff.approval(*axis).set_by)
                 && *to > t
             {
                 approval_needed.push(format!(
                     "{} {} is above the approval threshold {} set by layer `{}`",
-                    axis.as_str(), axis.show(*to), axis.show(t), layer.as_str()
+                    axis.as_str(),
+                    axis.show(*to),
+                    axis.show(t),
+                    layer.as_str()
                 ));
             }
             match part {
@@ -188,7 +211,11 @@ pub fn plan(
         }
         changes.push(ch);
     }
-    Ok(Plan { changes, approval_needed, target: planned })
+    Ok(Plan {
+        changes,
+        approval_needed,
+        target: planned,
+    })
 }
 
 /// The next disk size after ENOSPC: +50%, rounded up to a whole MiB, capped at `ceiling`.

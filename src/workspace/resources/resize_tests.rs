@@ -38,7 +38,13 @@ fn eff() -> Effective {
 
 #[test]
 fn under_the_threshold_applies_at_once() {
-    let p = plan(&current(), &eff(), &[(Part::BurstLimit, Axis::Memory, 128 * MIB)], &Local).expect("plans");
+    let p = plan(
+        &current(),
+        &eff(),
+        &[(Part::BurstLimit, Axis::Memory, 128 * MIB)],
+        &Local,
+    )
+    .expect("plans");
     assert!(p.approval_needed.is_empty());
     assert_eq!(p.changes[0].action, "apply");
     assert_eq!(p.changes[0].mode, Mode::Live);
@@ -48,36 +54,93 @@ fn under_the_threshold_applies_at_once() {
 
 #[test]
 fn over_the_threshold_waits_and_down_always_waits() {
-    let p = plan(&current(), &eff(), &[(Part::BurstLimit, Axis::Memory, 300 * MIB)], &Local).expect("plans");
-    assert!(p.approval_needed[0].contains("layer `plan`"), "{:?}", p.approval_needed);
-    let p = plan(&current(), &eff(), &[(Part::BurstLimit, Axis::Cpu, 700)], &Local).expect("plans");
-    assert!(p.approval_needed[0].contains("down"), "{:?}", p.approval_needed);
+    let p = plan(
+        &current(),
+        &eff(),
+        &[(Part::BurstLimit, Axis::Memory, 300 * MIB)],
+        &Local,
+    )
+    .expect("plans");
+    assert!(
+        p.approval_needed[0].contains("layer `plan`"),
+        "{:?}",
+        p.approval_needed
+    );
+    let p = plan(
+        &current(),
+        &eff(),
+        &[(Part::BurstLimit, Axis::Cpu, 700)],
+        &Local,
+    )
+    .expect("plans");
+    assert!(
+        p.approval_needed[0].contains("down"),
+        "{:?}",
+        p.approval_needed
+    );
 }
 
 #[test]
 fn over_the_ceiling_is_refused_with_the_layer() {
-    let r = plan(&current(), &eff(), &[(Part::BurstLimit, Axis::Memory, 1024 * MIB)], &Local);
+    let r = plan(
+        &current(),
+        &eff(),
+        &[(Part::BurstLimit, Axis::Memory, 1024 * MIB)],
+        &Local,
+    );
     assert_eq!(
         r,
-        Err(Refusal::OverCeiling { axis: Axis::Memory, value: 1024 * MIB, ceiling: 512 * MIB, layer: "plan" })
+        Err(Refusal::OverCeiling {
+            axis: Axis::Memory,
+            value: 1024 * MIB,
+            ceiling: 512 * MIB,
+            layer: "plan"
+        })
     );
 }
 
 #[test]
 fn reservation_above_burst_is_skipped_as_no_usable_capacity() {
-    let p = plan(&current(), &eff(), &[(Part::Reservation, Axis::Cpu, 2000)], &Local).expect("plans");
+    let p = plan(
+        &current(),
+        &eff(),
+        &[(Part::Reservation, Axis::Cpu, 2000)],
+        &Local,
+    )
+    .expect("plans");
     assert_eq!(p.changes[0].action, "skip");
-    assert!(p.changes[0].reason.as_deref().unwrap_or("").contains("no usable capacity"));
+    assert!(
+        p.changes[0]
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("no usable capacity")
+    );
     assert!(!p.applies_anything());
     assert_eq!(p.target, current());
     // Raised together with the burst limit, it applies.
-    let p = plan(&current(), &eff(), &[(Part::BurstLimit, Axis::Cpu, 2000), (Part::Reservation, Axis::Cpu, 2000)], &Local).expect("plans");
+    let p = plan(
+        &current(),
+        &eff(),
+        &[
+            (Part::BurstLimit, Axis::Cpu, 2000),
+            (Part::Reservation, Axis::Cpu, 2000),
+        ],
+        &Local,
+    )
+    .expect("plans");
     assert!(p.changes.iter().all(|c| c.action == "apply"));
 }
 
 #[test]
 fn disk_shrink_is_unsupported_and_claims_nothing() {
-    let p = plan(&current(), &eff(), &[(Part::BurstLimit, Axis::Disk, 32 * MIB)], &Local).expect("plans");
+    let p = plan(
+        &current(),
+        &eff(),
+        &[(Part::BurstLimit, Axis::Disk, 32 * MIB)],
+        &Local,
+    )
+    .expect("plans");
     assert_eq!(p.changes[0].action, "unsupported");
     assert_eq!(p.changes[0].mode, Mode::Unsupported);
     assert!(!p.applies_anything());
@@ -86,11 +149,25 @@ fn disk_shrink_is_unsupported_and_claims_nothing() {
 
 #[test]
 fn empty_and_unchanged_requests() {
-    assert!(matches!(plan(&current(), &eff(), &[], &Local), Err(Refusal::Invalid(_))));
-    let p = plan(&current(), &eff(), &[(Part::BurstLimit, Axis::Cpu, 1000)], &Local).expect("plans");
+    assert!(matches!(
+        plan(&current(), &eff(), &[], &Local),
+        Err(Refusal::Invalid(_))
+    ));
+    let p = plan(
+        &current(),
+        &eff(),
+        &[(Part::BurstLimit, Axis::Cpu, 1000)],
+        &Local,
+    )
+    .expect("plans");
     assert_eq!(p.changes[0].action, "skip");
     assert!(matches!(
-        plan(&current(), &eff(), &[(Part::BurstLimit, Axis::Memory, 16 * MIB)], &Local),
+        plan(
+            &current(),
+            &eff(),
+            &[(Part::BurstLimit, Axis::Memory, 16 * MIB)],
+            &Local
+        ),
         Err(Refusal::Invalid(_))
     ));
 }

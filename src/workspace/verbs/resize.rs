@@ -34,7 +34,12 @@ pub struct ResizeOutcome {
 
 pub(crate) fn refusal(r: Refusal) -> WsError {
     match r {
-        Refusal::OverCeiling { axis, value, ceiling, layer } => WsError::OverCeiling {
+        Refusal::OverCeiling {
+            axis,
+            value,
+            ceiling,
+            layer,
+        } => WsError::OverCeiling {
             what: axis.as_str().to_string(),
             value: axis.show(value),
             ceiling: axis.show(ceiling),
@@ -102,7 +107,9 @@ impl Service {
                 rec.state = "failed".into();
                 rec.error = Some(e.to_string());
                 // Leave the workspace as it was: write the previous values back.
-                let _ = self.resources.apply(ws.uid, &self.worktree(&ws.id), &r.sizing);
+                let _ = self
+                    .resources
+                    .apply(ws.uid, &self.worktree(&ws.id), &r.sizing);
             }
         }
         self.store.tx(|tx| {

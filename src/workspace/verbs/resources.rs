@@ -5,21 +5,26 @@ use tracing::{info, warn};
 
 use crate::workspace::error::WsResult;
 use crate::workspace::model::Workspace;
+use crate::workspace::model::{now_ms, random_hex};
 use crate::workspace::resources::input::ResourceRequest;
 use crate::workspace::resources::layers::Layer;
 use crate::workspace::resources::model::Axis;
 use crate::workspace::resources::persist::{self, RequestRecord};
 use crate::workspace::resources::resize::{Change, Mode, Part, Plan, grown_disk};
 use crate::workspace::resources::{DiskEvent, Target};
-use crate::workspace::model::{now_ms, random_hex};
 use crate::workspace::service::Service;
 
 impl Service {
     /// Sizes a new workspace (its worktree exists): persists the sizing and applies it.
-    pub(crate) fn prepare_resources(&self, ws: &Workspace, req: Option<&ResourceRequest>) -> WsResult<()> {
+    pub(crate) fn prepare_resources(
+        &self,
+        ws: &Workspace,
+        req: Option<&ResourceRequest>,
+    ) -> WsResult<()> {
         let r = self.resources.initial(req)?;
         self.store.tx(|tx| persist::put(tx, &ws.id, &r))?;
-        self.resources.apply(ws.uid, &self.worktree(&ws.id), &r.sizing)
+        self.resources
+            .apply(ws.uid, &self.worktree(&ws.id), &r.sizing)
     }
 
     /// Applies every workspace's stored sizing again (after a service or machine restart,
@@ -29,7 +34,10 @@ impl Service {
         for ws in all {
             match persist::get(&self.store, &ws.id) {
                 Ok(Some(r)) => {
-                    if let Err(e) = self.resources.apply(ws.uid, &self.worktree(&ws.id), &r.sizing) {
+                    if let Err(e) = self
+                        .resources
+                        .apply(ws.uid, &self.worktree(&ws.id), &r.sizing)
+                    {
                         warn!(workspace.id = %ws.id, error = %e, "resources not applied");
                     }
                 }
@@ -42,7 +50,10 @@ impl Service {
     /// Removes the workspace's cgroup and quota and its rows (its processes are gone).
     pub(crate) fn remove_resources(&self, ws: &Workspace) {
         let wt = self.worktree(&ws.id);
-        self.resources.provider.remove(&Target { uid: ws.uid, worktree: &wt });
+        self.resources.provider.remove(&Target {
+            uid: ws.uid,
+            worktree: &wt,
+        });
         if let Err(e) = persist::delete(&self.store, &ws.id) {
             warn!(workspace.id = %ws.id, error = %e, "resource rows not removed");
         }
@@ -52,7 +63,10 @@ impl Service {
     /// 50% (whole MiB, capped at the effective ceiling). `None` when the disk was not full.
     pub(crate) fn grow_if_full(&self, ws: &Workspace) -> Option<DiskEvent> {
         let wt = self.worktree(&ws.id);
-        let target = Target { uid: ws.uid, worktree: &wt };
+        let target = Target {
+            uid: ws.uid,
+            worktree: &wt,
+        };
         if !self.resources.provider.disk_full(&target) {
             return None;
         }
@@ -82,7 +96,10 @@ impl Service {
         r.sizing.burst_limit.disk_bytes = Some(to);
         r.sizing.reservation.disk_bytes = Some(to);
         if let Err(e) = self.resources.apply(ws.uid, &wt, &r.sizing) {
-            ev.note = format!("the disk is full; growing it to {} failed: {e}", Axis::Disk.show(to));
+            ev.note = format!(
+                "the disk is full; growing it to {} failed: {e}",
+                Axis::Disk.show(to)
+            );
             return Some(ev);
         }
         let record = RequestRecord {
@@ -120,7 +137,10 @@ impl Service {
             "the disk was full and grew from {} to {} (ceiling {})",
             Axis::Disk.show(from),
             Axis::Disk.show(to),
-            ceiling.value.map(|c| Axis::Disk.show(c)).unwrap_or_else(|| "none".into())
+            ceiling
+                .value
+                .map(|c| Axis::Disk.show(c))
+                .unwrap_or_else(|| "none".into())
         );
         Some(ev)
     }

@@ -22,7 +22,10 @@ impl Service {
         let r = persist::get(&self.store, id)?.unwrap_or_default();
         let eff = self.resources.effective(&r.own);
         let wt = self.worktree(id);
-        let target = Target { uid: ws.uid, worktree: &wt };
+        let target = Target {
+            uid: ws.uid,
+            worktree: &wt,
+        };
         let p = &self.resources.provider;
         let s = &r.sizing;
         let usage = p.usage(&target);
