@@ -307,7 +307,7 @@ fn compose_workspace_lifecycle_end_to_end() {
         "dc",
         "docker inspect -f '{{.HostConfig.CgroupParent}}' $(docker compose ps -q web)",
     );
-    assert_eq!(parent.trim(), format!("/dockwarden_ws_{uid}"));
+    assert_eq!(parent.trim(), format!("/dockwarden_ws_{uid}/containers"));
 
     // 4: the published port answers on the workspace's loopback.
     let page = env.ok(

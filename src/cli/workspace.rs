@@ -56,6 +56,9 @@ pub struct ServeArgs {
     /// setup (repeatable): no registry may be reachable, and each daemon starts empty.
     #[arg(long = "preload-image-tar")]
     pub preload_image_tar: Vec<PathBuf>,
+    /// Resource layers, defaults and disk pool (TOML; docs/resources.md). Default: embedded.
+    #[arg(long)]
+    pub resources: Option<PathBuf>,
 }
 
 /// Runs the workspace service until SIGINT or SIGTERM.
@@ -80,11 +83,21 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("dockwarden")),
         preload: args.preload_image_tar.clone(),
     });
+    let resources = match &args.resources {
+        None => crate::workspace::resources::ResourcesConfig::embedded(),
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("reading resources file `{}`", p.display()))?;
+            crate::workspace::resources::ResourcesConfig::parse(&text)
+                .map_err(|e| anyhow::anyhow!("resources file `{}`: {e}", p.display()))?
+        }
+    };
     let opts = daemon::DaemonOptions {
         socket: args.socket,
         socket_mode,
         config,
         docker,
+        resources,
     };
     daemon::run(opts, daemon::shutdown_signal())
         .await
@@ -154,6 +167,16 @@ pub enum WsCommand {
         #[arg(long)]
         inspect_script: Option<String>,
     },
+    /// Resource status: model, reservation, burst limit, health, disk and ceilings.
+    Status { id: String },
+    /// Resize a workspace (values like `0.5`, `500m`, `128MiB`); may wait for approval.
+    Resize(ResizeArgs),
+    /// List a workspace's resize requests.
+    ResizeRequests { id: String },
+    /// Approve a pending resize request (it is applied now).
+    Approve { request: String },
+    /// Reject a pending resize request.
+    Reject { request: String },
     /// Show one workspace.
     Info { id: String },
     /// List workspaces, optionally those whose metadata includes every `--meta` pair.
@@ -167,6 +190,30 @@ pub enum WsCommand {
         #[arg(long = "meta", value_parser = parse_kv, conflicts_with = "id")]
         meta: Vec<(String, String)>,
     },
+}
+
+/// Flags of `dockwarden ws resize`.
+#[derive(Debug, clap::Args)]
+pub struct ResizeArgs {
+    pub id: String,
+    /// CPU reservation (guaranteed floor).
+    #[arg(long)]
+    pub cpu: Option<String>,
+    /// Memory reservation (guaranteed floor).
+    #[arg(long)]
+    pub memory: Option<String>,
+    /// CPU burst limit (cap).
+    #[arg(long)]
+    pub burst_cpu: Option<String>,
+    /// Memory burst limit (cap).
+    #[arg(long)]
+    pub burst_memory: Option<String>,
+    /// Process limit.
+    #[arg(long)]
+    pub pids: Option<String>,
+    /// Disk size (grow only).
+    #[arg(long)]
+    pub disk: Option<String>,
 }
 
 /// Flags of `dockwarden ws create`.
@@ -202,6 +249,9 @@ pub struct CreateArgs {
     /// `standard` or `docker-compose` (default: the repository's settings, then its evidence).
     #[arg(long, value_parser = parse_runtime)]
     pub runtime: Option<String>,
+    /// Resources as JSON: `{"reservation": {...}, "burst": {...}, "disk": ..., "ceiling": {...}}`.
+    #[arg(long)]
+    pub resources: Option<String>,
 }
 
 /// `dockwarden ws files` subcommands.
@@ -305,6 +355,11 @@ async fn run_ws(args: WsArgs) -> anyhow::Result<()> {
             )
             .await?
         }
+        WsCommand::Status { id } => c.status(&id).await?,
+        WsCommand::Resize(a) => c.resize(&a.id.clone(), resize_body(&a)).await?,
+        WsCommand::ResizeRequests { id } => c.resize_requests(&id).await?,
+        WsCommand::Approve { request } => c.decide(&request, true).await?,
+        WsCommand::Reject { request } => c.decide(&request, false).await?,
         WsCommand::Info { id } => c.info(&id).await?,
         WsCommand::List { meta } => c.list(&meta).await?,
         WsCommand::Delete { id: Some(id), .. } => c.delete(&id).await?,
@@ -324,12 +379,34 @@ async fn run_ws(args: WsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn resize_body(a: &ResizeArgs) -> Value {
+    let mut body = json!({
+        "reservation": { "cpu": a.cpu, "memory": a.memory },
+        "burst": { "cpu": a.burst_cpu, "memory": a.burst_memory, "pids": a.pids },
+        "disk": a.disk,
+    });
+    // Only the values given; `null` would mean "no value" to the service too, but is noise.
+    if let Some(o) = body.as_object_mut() {
+        for part in ["reservation", "burst"] {
+            if let Some(p) = o.get_mut(part).and_then(Value::as_object_mut) {
+                p.retain(|_, v| !v.is_null());
+            }
+        }
+        o.retain(|_, v| !v.is_null());
+    }
+    body
+}
+
 async fn create(c: &Client, a: CreateArgs, as_json: bool) -> anyhow::Result<Value> {
+    let resources: Option<Value> = match &a.resources {
+        Some(text) => Some(serde_json::from_str(text).context("`--resources` is not JSON")?),
+        None => None,
+    };
     let body = json!({
         "id": a.id, "metadata": map(&a.meta), "env": map(&a.env), "secrets": map(&a.secret),
         "repo": a.repo, "revision": a.rev, "from": a.from,
         "inherit_parent_metadata": a.inherit_metadata, "idle_timeout_secs": a.idle_timeout,
-        "runtime": a.runtime,
+        "runtime": a.runtime, "resources": resources,
     });
     if as_json {
         return Ok(c.create(body).await?);

@@ -95,7 +95,10 @@ impl Layout {
 /// Creates (or re-limits) the parent cgroup `name` and returns the `CgroupParent` value that
 /// places a container under it. `root` is the cgroup mount (`/sys/fs/cgroup`).
 pub fn install(layout: Layout, root: &std::path::Path, name: &str, sizes: Sizes) -> Result<String, BudgetError> {
-    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
+    // `/` nests the budget under a parent (a workspace's own cgroup); no empty or dot segment.
+    let segment_ok = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    let nested = name.contains('/');
+    if !name.split('/').all(segment_ok) || (nested && matches!(layout, Layout::SystemdV1 | Layout::SystemdV2)) {
         return Err(BudgetError::BadName(name.to_owned()));
     }
     match layout {

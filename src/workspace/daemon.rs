@@ -10,6 +10,7 @@ use std::time::Duration;
 use tracing::{info, warn};
 
 use crate::workspace::error::{WsError, WsResult};
+use crate::workspace::resources::{LocalProvider, Manager, ResourcesConfig};
 use crate::workspace::runtime::{DockerConfig, DockerRuntime, LocalRuntime, Runtime, Runtimes};
 use crate::workspace::snapshot::LocalSnapshotStore;
 use crate::workspace::store::Store;
@@ -23,10 +24,23 @@ pub struct DaemonOptions {
     pub config: Config,
     /// The docker-compose runtime's engine; `None` turns that runtime off.
     pub docker: Option<DockerConfig>,
+    /// Resource layers, defaults and the disk pool (`serve --resources`; embedded default).
+    pub resources: ResourcesConfig,
 }
 
 /// Opens the state under `cfg.state_dir` and builds the service with the local seams.
 pub fn open_service(cfg: Config, docker: Option<DockerConfig>) -> WsResult<Arc<Service>> {
+    open_service_with(cfg, docker, ResourcesConfig::embedded())
+}
+
+/// `open_service` with a resources configuration: the disk pool is mounted (or found again)
+/// at `<state>/workspaces` before anything is created there.
+pub fn open_service_with(
+    cfg: Config,
+    docker: Option<DockerConfig>,
+    resources: ResourcesConfig,
+) -> WsResult<Arc<Service>> {
+    let disk = crate::workspace::resources::disk::Disk::open(&cfg.state_dir, &resources);
     // Workspace users must traverse to their own worktree, but list nothing on the way.
     for dir in [cfg.state_dir.clone(), cfg.state_dir.join("workspaces")] {
         std::fs::create_dir_all(&dir).map_err(|e| WsError::io(&dir, e))?;
@@ -56,12 +70,9 @@ pub fn open_service(cfg: Config, docker: Option<DockerConfig>) -> WsResult<Arc<S
         docker,
         docker_unavailable,
     };
-    Ok(Arc::new(Service::new(
-        cfg,
-        store,
-        Arc::new(snapshots),
-        Arc::new(runtimes),
-    )))
+    let mut svc = Service::new(cfg, store, Arc::new(snapshots), Arc::new(runtimes));
+    svc.resources = Manager::new(resources, Arc::new(LocalProvider::detect(disk)));
+    Ok(Arc::new(svc))
 }
 
 /// Recovers state, then serves the API until `shutdown` resolves.
@@ -69,9 +80,10 @@ pub async fn run(opts: DaemonOptions, shutdown: impl Future<Output = ()>) -> WsR
     // INVARIANT: nothing in the state directory is touched before its lock is held.
     let _lock = crate::workspace::lock::lock_state_dir(&opts.config.state_dir)?;
     crate::workspace::lock::refuse_live_socket(&opts.socket)?;
-    let svc = open_service(opts.config, opts.docker)?;
+    let svc = open_service_with(opts.config, opts.docker, opts.resources)?;
     // INVARIANT: recovery finishes before the socket accepts a request.
     svc.recover_on_start().await?;
+    svc.reapply_resources();
     let listener = api::bind(&opts.socket, opts.socket_mode)?;
     info!(socket = %opts.socket.display(), "workspace service ready");
     let upkeep = tokio::spawn(svc.clone().upkeep_loop());

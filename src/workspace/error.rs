@@ -36,6 +36,17 @@ pub enum WsError {
     CorruptSnapshot { id: String, detail: String },
     #[error("git clone of `{repo}` failed: {detail}")]
     Clone { repo: String, detail: String },
+    #[error("{what} of {value} is over the ceiling {ceiling} set by layer `{layer}`; ask for at most {ceiling}, or raise the `{layer}` layer's ceiling")]
+    OverCeiling {
+        what: String,
+        value: String,
+        ceiling: String,
+        layer: &'static str,
+    },
+    #[error("resize request `{0}` not found")]
+    ResizeRequestNotFound(String),
+    #[error("resize request `{id}` is {state}; only a `pending_approval` request can be approved or rejected")]
+    ResizeRequestState { id: String, state: String },
     #[error("no free uid in the configured range")]
     NoFreeUid,
     #[error("i/o error at `{path}`: {source}")]
@@ -66,13 +77,16 @@ impl WsError {
     /// The stable code carried in the JSON error body.
     pub fn code(&self) -> &'static str {
         match self {
-            WsError::NotFound(_) | WsError::SnapshotNotFound(_) | WsError::NoSuchPath(_) => {
-                "not_found"
-            }
+            WsError::NotFound(_)
+            | WsError::SnapshotNotFound(_)
+            | WsError::NoSuchPath(_)
+            | WsError::ResizeRequestNotFound(_) => "not_found",
             WsError::Partial { cause, .. } => cause.code(),
             WsError::NoEndpoint(_) => "no_endpoint",
             WsError::NoSpace { .. } => "no_space",
             WsError::Exists(_) => "exists",
+            WsError::OverCeiling { .. } => "over_ceiling",
+            WsError::ResizeRequestState { .. } => "wrong_state",
             WsError::InvalidPath(_) | WsError::Symlink { .. } => "invalid_path",
             WsError::TooLarge { .. } => "too_large",
             WsError::Invalid(_) | WsError::Clone { .. } => "invalid",

@@ -16,6 +16,7 @@ mod idle;
 pub mod lock;
 pub mod model;
 pub mod preflight;
+pub mod resources;
 pub(crate) mod provision;
 pub mod reserve;
 mod recovery;

@@ -68,6 +68,8 @@ pub struct CreateRequest {
     pub setup_timeout_ms: Option<u64>,
     /// `standard` or `docker-compose`; wins over the repository's settings and evidence.
     pub runtime: Option<RuntimeKind>,
+    /// Reservation, burst limit, disk and the workspace layer's bounds (docs/resources.md).
+    pub resources: Option<crate::workspace::resources::input::ResourceRequest>,
 }
 
 /// The outcome of the settings file's setup script.
@@ -79,6 +81,9 @@ pub struct SetupOutcome {
     pub stdout: String,
     pub stderr: String,
     pub timed_out: bool,
+    /// Set when setup failed on a full disk: the growth and the one retry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<crate::workspace::resources::DiskEvent>,
 }
 
 /// The answer to `create`.
@@ -138,6 +143,9 @@ pub struct ExecResult {
     pub stderr: String,
     pub timed_out: bool,
     pub duration_ms: u64,
+    /// Set when the command failed on a full disk: whether it grew (never replayed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<crate::workspace::resources::DiskEvent>,
 }
 
 /// Answer of `kill`.

@@ -112,6 +112,8 @@ pub struct Service {
     pub gc_gate: tokio::sync::RwLock<()>,
     /// Serialises creates: id idempotency and uid allocation.
     pub create_gate: tokio::sync::Mutex<()>,
+    /// Layers, defaults and the provider of workspace resources (`resources`).
+    pub resources: crate::workspace::resources::Manager,
 }
 
 impl Service {
@@ -129,6 +131,7 @@ impl Service {
             live: Mutex::new(HashMap::new()),
             gc_gate: tokio::sync::RwLock::new(()),
             create_gate: tokio::sync::Mutex::new(()),
+            resources: crate::workspace::resources::Manager::unenforced(),
         }
     }
 

@@ -70,6 +70,8 @@ impl Store {
         conn.execute_batch(SCHEMA)?;
         let reserve = crate::workspace::reserve::Reserve::new(&path.with_file_name("space.reserve"));
         reserve.ensure();
+        // Migration: resource rows and resize requests (additive; old databases keep working).
+        conn.execute_batch(crate::workspace::resources::persist::SCHEMA)?;
         Ok(Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),

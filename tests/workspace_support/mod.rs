@@ -157,6 +157,38 @@ impl Drop for Svc {
                 let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
             }
         }
+        // And the (now empty) workspace cgroups a killed service could not remove.
+        remove_workspace_cgroups(self.uid_base, 50);
+    }
+}
+
+/// Removes `dockwarden_ws_<uid>` (and its child cgroups) on every hierarchy for the range.
+pub fn remove_workspace_cgroups(base: u32, count: u32) {
+    fn rm(d: &Path) {
+        if let Ok(rd) = std::fs::read_dir(d) {
+            for e in rd.flatten() {
+                if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                    rm(&e.path());
+                }
+            }
+        }
+        for _ in 0..20 {
+            if std::fs::remove_dir(d).is_ok() || !d.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let root = Path::new("/sys/fs/cgroup");
+    let Ok(rd) = std::fs::read_dir(root) else { return };
+    let hierarchies: Vec<PathBuf> = rd.flatten().map(|e| e.path()).chain([root.to_path_buf()]).collect();
+    for uid in base..base + count {
+        for h in &hierarchies {
+            let d = h.join(format!("dockwarden_ws_{uid}"));
+            if d.is_dir() {
+                rm(&d);
+            }
+        }
     }
 }
 

@@ -13,6 +13,7 @@ use super::stream::ndjson;
 use super::{body, files_api, query};
 use crate::workspace::error::{WsError, WsResult};
 use crate::workspace::model::{CreateRequest, ExecRequest, ReprovisionRequest};
+use crate::workspace::resources::input::ResizeInput;
 use crate::workspace::runtime::{Chunk, Stream};
 use crate::workspace::service::{ProgressSink, Service};
 
@@ -58,6 +59,16 @@ pub async fn handle(svc: Arc<Service>, req: Request<Incoming>) -> Response<Body>
             Err(e) => Err(e),
         },
         Route::Files(id, op) => files_api::handle(&svc, &id, op, &q, incoming).await,
+        Route::Status(id) => svc.resource_status(&id).map(|s| json(StatusCode::OK, &s)),
+        Route::Resize(id) => match body::json::<ResizeInput>(incoming).await {
+            Ok(req) => svc.resize(&id, req).await.map(|r| json(StatusCode::OK, &r)),
+            Err(e) => Err(e),
+        },
+        Route::ResizeRequests(id) => svc.resize_requests(&id).map(|r| json(StatusCode::OK, &r)),
+        Route::DecideRequest(rid, approve) => svc
+            .decide_request(&rid, approve)
+            .await
+            .map(|r| json(StatusCode::OK, &r)),
         Route::WrongMethod => Err(WsError::Invalid(format!(
             "method `{}` is not allowed here",
             parts.method

@@ -35,6 +35,12 @@ pub enum Route {
     Restart(String),
     Reprovision(String),
     Files(String, FilesRoute),
+    /// Resource status (`resources`).
+    Status(String),
+    Resize(String),
+    ResizeRequests(String),
+    /// Approve (`true`) or reject a resize request by its id.
+    DecideRequest(String, bool),
     WrongMethod,
     Unknown,
 }
@@ -82,16 +88,22 @@ pub fn route(method: &Method, path: &str) -> Route {
                 ("connect", Method::POST) => Route::Connect(id),
                 ("restart", Method::POST) => Route::Restart(id),
                 ("reprovision", Method::POST) => Route::Reprovision(id),
+                ("status", Method::GET) => Route::Status(id),
+                ("resize", Method::POST) => Route::Resize(id),
+                ("resize-requests", Method::GET) => Route::ResizeRequests(id),
                 ("files", m) => files(&m, "")
                     .map(|f| Route::Files(id, f))
                     .unwrap_or(Route::WrongMethod),
                 (
                     "exec" | "snapshot" | "snapshots" | "kill" | "connect" | "restart"
-                    | "reprovision",
+                    | "reprovision" | "status" | "resize" | "resize-requests",
                     _,
                 ) => Route::WrongMethod,
                 _ => Route::Unknown,
             }
+        }
+        ["", "v1", "resize-requests", rid, verb @ ("approve" | "reject")] => {
+            only(m == Method::POST, Route::DecideRequest(rid.to_string(), *verb == "approve"))
         }
         ["", "v1", "workspaces", id, "files", op] => files(method, op)
             .map(|f| Route::Files(id.to_string(), f))
@@ -139,5 +151,18 @@ mod tests {
             route(&Method::GET, "/v1/workspaces/a/reprovision"),
             Route::WrongMethod
         );
+        assert_eq!(route(&Method::GET, "/v1/workspaces/a/status"), Route::Status("a".into()));
+        assert_eq!(route(&Method::POST, "/v1/workspaces/a/status"), Route::WrongMethod);
+        assert_eq!(route(&Method::POST, "/v1/workspaces/a/resize"), Route::Resize("a".into()));
+        assert_eq!(
+            route(&Method::POST, "/v1/resize-requests/rr-1/approve"),
+            Route::DecideRequest("rr-1".into(), true)
+        );
+        assert_eq!(
+            route(&Method::POST, "/v1/resize-requests/rr-1/reject"),
+            Route::DecideRequest("rr-1".into(), false)
+        );
+        assert_eq!(route(&Method::GET, "/v1/resize-requests/rr-1/approve"), Route::WrongMethod);
+        assert_eq!(route(&Method::POST, "/v1/resize-requests/rr-1/maybe"), Route::Unknown);
     }
 }

@@ -1,6 +1,7 @@
 //! A small HTTP client for the API over its Unix socket (used by `dockwarden ws`).
 
 pub mod calls;
+mod resources;
 
 use std::path::PathBuf;
 

@@ -27,6 +27,8 @@ pub struct LocalRuntime {
     /// Run as the workspace uid; only possible as root.
     setuid: bool,
     groups: Mutex<HashMap<String, HashSet<i32>>>,
+    /// The cgroup hierarchy workspace cgroups live on (root only).
+    cgroup: Option<crate::workspace::resources::cgroup::Hierarchy>,
 }
 
 impl LocalRuntime {
@@ -34,6 +36,10 @@ impl LocalRuntime {
         LocalRuntime {
             setuid: nix::unistd::geteuid().is_root(),
             groups: Mutex::new(HashMap::new()),
+            cgroup: nix::unistd::geteuid()
+                .is_root()
+                .then(crate::workspace::resources::cgroup::Hierarchy::detect)
+                .flatten(),
         }
     }
 
@@ -84,10 +90,7 @@ impl LocalRuntime {
     ) -> WsResult<ExecResult> {
         let started = Instant::now();
         let mut cmd = self.command(spec, command);
-        let spawned = match &spec.netns {
-            Some(ns) => super::docker::netns::spawn_in(ns, || cmd.spawn()),
-            None => cmd.spawn(),
-        };
+        let spawned = self.spawn(spec, &mut cmd);
         let mut child = spawned.map_err(|e| WsError::io(&spec.worktree, e))?;
         let pgid = child.id().map(|p| p as i32).unwrap_or(0);
         self.track(&spec.workspace_id, pgid, true);
@@ -119,7 +122,34 @@ impl LocalRuntime {
             stderr: take_text(&err),
             timed_out,
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            disk: None,
         })
+    }
+}
+
+impl LocalRuntime {
+    /// Spawns in the workspace's network namespace (if any) and inside its cgroup (if it
+    /// has one), so the process is in both before it runs anything.
+    fn spawn(
+        &self,
+        spec: &RunSpec,
+        cmd: &mut tokio::process::Command,
+    ) -> std::io::Result<tokio::process::Child> {
+        let name = crate::workspace::resources::cgroup::name_of(spec.uid);
+        let cg = self.cgroup.as_ref().filter(|h| h.exists(&name));
+        let mut go = move || match cg {
+            Some(h) => crate::workspace::resources::cgroup::spawn_joined(
+                h,
+                &name,
+                || cmd.spawn(),
+                |c: &tokio::process::Child| c.id(),
+            ),
+            None => cmd.spawn(),
+        };
+        match &spec.netns {
+            Some(ns) => super::docker::netns::spawn_in(ns, go),
+            None => go(),
+        }
     }
 }
 

@@ -66,6 +66,8 @@ impl Service {
         progress: ProgressSink,
     ) -> WsResult<Created> {
         validate(&req)?;
+        // Refused before anything exists: a value over its ceiling, or a malformed one.
+        self.resources.initial(req.resources.as_ref())?;
         let gate = self.create_gate.lock().await;
         if let Some(id) = &req.id
             && self.store.get(id)?.is_some()
@@ -101,6 +103,9 @@ impl Service {
             Err((id, e)) => {
                 warn!(workspace.id = %id, error = %e, "create failed; removing");
                 self.tear_down_runtime(&id).await;
+                if let Ok(Some(w)) = self.store.get(&id) {
+                    self.remove_resources(&w);
+                }
                 let _ = std::fs::remove_dir_all(self.ws_dir(&id));
                 self.store.tx(|tx| store::delete_ws(tx, &id))?;
                 self.forget(&id);
@@ -159,6 +164,9 @@ impl Service {
         let id = ws.id.clone();
         let fail = |e| (id.clone(), e);
         self.materialise(&ws, req, progress).await.map_err(fail)?;
+        // Every process of the workspace, setup included, starts inside its limits.
+        self.prepare_resources(&ws, req.resources.as_ref())
+            .map_err(fail)?;
         let settings = self.read_settings_of(&ws).map_err(fail)?;
         if let (None, Some(t)) = (req.idle_timeout_secs, settings.idle_timeout_secs) {
             ws.idle_timeout_secs = t;
@@ -289,20 +297,37 @@ impl Service {
                 stdout: String::new(),
                 stderr: String::new(),
                 timed_out: false,
+                disk: None,
             });
         };
         let spec = self.run_spec(ws, &BTreeMap::new())?;
-        let r = self
+        let mut r = self
             .runtime
             .exec(&spec, &script.to_shell(), Some(timeout), None)
             .await?;
         info!(workspace.id = %ws.id, setup.exit_code = r.exit_code, "setup script finished");
+        // A full disk grows it, and setup (safe to repeat) runs once more.
+        let mut disk = (r.exit_code != 0).then(|| self.grow_if_full(ws)).flatten();
+        if let Some(ev) = disk.as_mut().filter(|ev| ev.grew) {
+            ev.retried = true;
+            r = self
+                .runtime
+                .exec(&spec, &script.to_shell(), Some(timeout), None)
+                .await?;
+            info!(workspace.id = %ws.id, setup.exit_code = r.exit_code, "setup retried after the disk grew");
+            if r.exit_code != 0
+                && let Some(again) = self.grow_if_full(ws)
+            {
+                ev.note = format!("{}; setup was retried once and failed again: {}", ev.note, again.note);
+            }
+        }
         Ok(SetupOutcome {
             ran: true,
             exit_code: r.exit_code,
             stdout: r.stdout,
             stderr: r.stderr,
             timed_out: r.timed_out,
+            disk,
         })
     }
 }

@@ -79,6 +79,7 @@ impl Service {
                 self.runtime
                     .destroy(&self.run_spec(&ws, &BTreeMap::new())?)
                     .await?;
+                self.remove_resources(&ws);
                 Some(gate)
             }
             None => None,

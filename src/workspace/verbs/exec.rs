@@ -64,6 +64,14 @@ impl Service {
         let spec = self.run_spec(&ws, &req.env)?;
         let timeout = req.timeout_ms.map(std::time::Duration::from_millis);
         debug!(workspace.id = %id, exec.timeout_ms = ?req.timeout_ms, "exec");
-        self.runtime.exec(&spec, &req.cmd, timeout, sink).await
+        let mut r = self.runtime.exec(&spec, &req.cmd, timeout, sink).await?;
+        // A full disk grows it; the command is never replayed (the result says so).
+        if r.exit_code != 0
+            && let Some(mut ev) = self.grow_if_full(&ws)
+        {
+            ev.note = format!("{}; the command was not replayed, run it again", ev.note);
+            r.disk = Some(ev);
+        }
+        Ok(r)
     }
 }

@@ -1,5 +1,6 @@
 //! One file per lifecycle verb; each is guard → act → persist atomically → typed error.
 
+mod approve;
 mod connect;
 pub(crate) mod create;
 mod delete;
@@ -9,12 +10,16 @@ mod files;
 mod kill;
 mod list;
 mod reprovision;
+mod resize;
+mod resources;
 mod restart;
 pub(crate) mod resume;
 mod run_script;
 mod snapshot;
+mod status;
 
 pub use files::{FileOp, FileOut};
+pub use resize::ResizeOutcome;
 
 #[cfg(test)]
 mod tests;

@@ -39,6 +39,7 @@ impl Runtime for FakeRuntime {
                 stderr: String::new(),
                 timed_out: false,
                 duration_ms: 0,
+                disk: None,
             })
         })
     }

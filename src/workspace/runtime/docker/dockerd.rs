@@ -128,7 +128,17 @@ pub fn spawn(dockerd: &Path, layout: &Layout) -> std::io::Result<std::process::C
         .stderr(err)
         // Its own group: a terminal's ^C to the service does not reach the daemon.
         .process_group(0);
-    netns::spawn_in(&layout.netns, || cmd.spawn())
+    // dockerd (and the containerd it starts) are processes of the workspace: its cgroup.
+    let ws = workspace_cgroup(layout);
+    netns::spawn_in(&layout.netns, || {
+        crate::workspace::resources::cgroup::join_for_spawn(ws)?;
+        cmd.spawn()
+    })
+}
+
+/// The workspace's own cgroup: the first segment of the container parent.
+pub fn workspace_cgroup(layout: &Layout) -> &str {
+    layout.cgroup_name.split('/').next().unwrap_or_default()
 }
 
 /// Reads a pid file and checks that the process is still `exe_name` (pids get reused).
@@ -226,7 +236,7 @@ mod tests {
     fn generated_config_turns_entitlements_off_and_keeps_build_steps_in_the_budget() {
         let l = Layout::new(Path::new("/state/ws/a"), 20007);
         let c = config(&l, &addresses(20007, &[]));
-        assert_eq!(c["cgroup-parent"], "/dockwarden_ws_20007");
+        assert_eq!(c["cgroup-parent"], "/dockwarden_ws_20007/containers");
         assert_eq!(c["builder"]["entitlements"]["network-host"], false);
         assert_eq!(c["builder"]["entitlements"]["security-insecure"], false);
         assert_eq!(c["log-driver"], "json-file");

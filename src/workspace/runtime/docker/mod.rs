@@ -86,7 +86,8 @@ impl Layout {
             policy: dir.join("policy.toml"),
             proxy_socket: ws_dir.join("docker.sock"),
             shim_dir: ws_dir.join("bin"),
-            cgroup_name: format!("dockwarden_ws_{uid}"),
+            // Containers get half of the workspace's burst limit, in a child of its cgroup.
+            cgroup_name: format!("dockwarden_ws_{uid}/containers"),
             dir,
         }
     }
@@ -412,11 +413,15 @@ pub async fn sweep(ws_dir: &Path) {
     for m in dockerd::mounts_under(&l.dir) {
         let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
     }
+    // The record is gone, so the workspace's whole cgroup goes (the containers' parent is
+    // its child): the first segment of the recorded name.
     if let Ok(name) = std::fs::read_to_string(l.dir.join("cgroup"))
-        && name.starts_with("dockwarden_ws_")
-        && !name.contains('/')
+        && let Some(ws) = name.trim().split('/').next()
+        && ws.starts_with("dockwarden_ws_")
+        && ws.len() > 14
+        && ws[14..].bytes().all(|b| b.is_ascii_digit())
     {
-        remove_cgroups(name.trim());
+        remove_cgroups(ws);
     }
 }
 

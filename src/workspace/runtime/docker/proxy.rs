@@ -12,6 +12,28 @@ pub const MAX_CONTAINERS: u64 = 64;
 
 /// The proxy's arguments (pure, so the flags are unit-tested).
 pub fn args(layout: &Layout, worktree: &Path, uid: u32, gid: u32) -> Vec<String> {
+    let burst = crate::workspace::resources::cgroup::burst_of(super::dockerd::workspace_cgroup(layout));
+    args_with(layout, worktree, uid, gid, burst)
+}
+
+/// The container budget: half of the workspace's burst memory and pids.
+pub fn budget(burst: Option<(Option<u64>, Option<u64>)>) -> (String, String) {
+    let half = |v: Option<u64>| v.map(|v| (v / 2).max(1).to_string()).unwrap_or_else(|| "0.5".into());
+    match burst {
+        Some((mem, pids)) => (half(mem), half(pids)),
+        None => ("0.5".into(), "0.5".into()),
+    }
+}
+
+/// `args` with the workspace's burst limit given (memory bytes, pids), for tests.
+pub fn args_with(
+    layout: &Layout,
+    worktree: &Path,
+    uid: u32,
+    gid: u32,
+    burst: Option<(Option<u64>, Option<u64>)>,
+) -> Vec<String> {
+    let (memory, pids) = budget(burst);
     let s = |p: &Path| p.display().to_string();
     vec![
         "proxy".into(),
@@ -33,11 +55,11 @@ pub fn args(layout: &Layout, worktree: &Path, uid: u32, gid: u32) -> Vec<String>
         s(&layout.audit_log),
         "--max-containers".into(),
         MAX_CONTAINERS.to_string(),
-        // Half of the machine until workspaces have their own resources.
+        // Half of the workspace's burst limit (half of the machine when it has none).
         "--memory-budget".into(),
-        "0.5".into(),
+        memory,
         "--pids-budget".into(),
-        "0.5".into(),
+        pids,
         "--cgroup-name".into(),
         layout.cgroup_name.clone(),
         "--daemon-config".into(),
@@ -82,7 +104,11 @@ pub fn spawn(
         .stdout(Stdio::null())
         .stderr(log)
         .process_group(0);
-    let child = netns::spawn_in(&layout.netns, || cmd.spawn())?;
+    let ws = super::dockerd::workspace_cgroup(layout);
+    let child = netns::spawn_in(&layout.netns, || {
+        crate::workspace::resources::cgroup::join_for_spawn(ws)?;
+        cmd.spawn()
+    })?;
     std::fs::write(&layout.proxy_pidfile, child.id().to_string())?;
     Ok(child)
 }
@@ -108,8 +134,14 @@ mod tests {
         );
         assert_eq!(
             flag("--cgroup-name").as_deref(),
-            Some("dockwarden_ws_20001")
+            Some("dockwarden_ws_20001/containers")
         );
+        let a = args_with(&layout, Path::new("/w"), 20001, 20001, Some((Some(64 << 20), Some(256))));
+        let flag = |f: &str| a.iter().position(|x| x == f).map(|i| a[i + 1].clone());
+        assert_eq!(flag("--memory-budget").as_deref(), Some("33554432"));
+        assert_eq!(flag("--pids-budget").as_deref(), Some("128"));
+        assert_eq!(budget(None), ("0.5".to_string(), "0.5".to_string()));
+        assert_eq!(budget(Some((None, Some(100)))), ("0.5".to_string(), "50".to_string()));
         assert_eq!(flag("--policy"), Some(layout.policy.display().to_string()));
     }
 

@@ -1,0 +1,246 @@
+//! The disk axis on this machine: each worktree is its own loop-mounted XFS filesystem
+//! (`mkfs.xfs -m reflink=1`), an image at `<state>/disks/<uid>.img` mounted on the
+//! worktree. Growing is online: the sparse image is extended, `losetup -c` tells the loop
+//! device, and `xfs_growfs` grows the mounted filesystem. The snapshot store
+//! (`<state>/snapshots`) is outside every image.
+//!
+//! Why not one XFS pool with a project quota per worktree: this kernel has no XFS quota
+//! support (`XFS: quota support not available in this kernel`), and ext4 images cannot
+//! grow online here (`resize2fs` needs CAP_SYS_RESOURCE, which the service lacks);
+//! see docs/resources.md. "Full" is read from the filesystem (`statvfs`), never from stderr.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Serialize;
+use tracing::{info, warn};
+
+use super::config::{DiskMode, ResourcesConfig};
+
+/// A worktree with less free space than this is full.
+pub const FULL_BELOW: u64 = 1 << 20;
+/// Smallest disk: below this XFS has no room for its log.
+pub const MIN_DISK: u64 = 32 << 20;
+
+/// Where worktrees' disk is enforced, or why it is not.
+#[derive(Debug, Clone)]
+pub enum Disk {
+    /// One image per workspace in `dir`.
+    Images {
+        dir: PathBuf,
+    },
+    NotEnforced {
+        reason: String,
+    },
+}
+
+/// Size, use and free space of one worktree, as the filesystem reports them.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiskUsage {
+    pub size_bytes: u64,
+    pub used_bytes: u64,
+    pub free_bytes: u64,
+}
+
+fn run(cmd: &str, args: &[&str], env: &[(&str, &str)]) -> Result<String, String> {
+    let out = Command::new(cmd)
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .map_err(|e| format!("`{cmd}`: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "`{cmd} {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Whether `dir` is a mount point (its device differs from its parent's).
+fn is_mount(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(dir), dir.parent().map(std::fs::metadata)) {
+        (Ok(d), Some(Ok(p))) => d.dev() != p.dev(),
+        _ => false,
+    }
+}
+
+/// Statfs of a path: size, used and free (for unprivileged writers) in bytes.
+pub fn usage(path: &Path) -> Option<DiskUsage> {
+    let s = nix::sys::statvfs::statvfs(path).ok()?;
+    let frag = s.fragment_size() as u64;
+    let size = s.blocks() as u64 * frag;
+    Some(DiskUsage {
+        size_bytes: size,
+        used_bytes: size.saturating_sub(s.blocks_free() as u64 * frag),
+        free_bytes: s.blocks_available() as u64 * frag,
+    })
+}
+
+fn have(tool: &str) -> bool {
+    ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+        .iter()
+        .any(|d| Path::new(d).join(tool).exists())
+}
+
+impl Disk {
+    /// Decides from `cfg` and this machine whether worktrees get images; any reason they
+    /// cannot leaves the disk axis not enforced, and the service still runs.
+    pub fn open(state_dir: &Path, cfg: &ResourcesConfig) -> Disk {
+        let not = |reason: String| Disk::NotEnforced { reason };
+        if cfg.disk == DiskMode::Off {
+            return not("disk enforcement is off (`[disk] images = \"off\"`)".into());
+        }
+        let missing = if !nix::unistd::geteuid().is_root() {
+            Some("the service is not root: no loop devices".to_string())
+        } else if !Path::new("/dev/loop-control").exists() {
+            Some("no loop devices (`/dev/loop-control` is missing)".into())
+        } else {
+            ["mkfs.xfs", "xfs_growfs", "losetup"]
+                .iter()
+                .find(|t| !have(t))
+                .map(|t| format!("`{t}` is missing (install xfsprogs; scripts/setup.sh does)"))
+        };
+        match missing {
+            Some(reason) => {
+                if cfg.disk == DiskMode::On {
+                    warn!(%reason, "disk enforcement requested but unavailable");
+                }
+                not(reason)
+            }
+            None => Disk::Images {
+                dir: state_dir.join("disks"),
+            },
+        }
+    }
+
+    pub fn enforced(&self) -> bool {
+        matches!(self, Disk::Images { .. })
+    }
+
+    fn image(&self, uid: u32) -> Option<PathBuf> {
+        match self {
+            Disk::Images { dir } => Some(dir.join(format!("{uid}.img"))),
+            Disk::NotEnforced { .. } => None,
+        }
+    }
+
+    /// Makes the worktree a filesystem of `bytes`: on first use an image is made, the
+    /// worktree's content copied in and the image mounted on it; later, a mounted image is
+    /// grown online (never shrunk) and an unmounted one (after a reboot) mounted again.
+    pub fn ensure(&self, worktree: &Path, uid: u32, bytes: u64) -> Result<(), String> {
+        let Some(image) = self.image(uid) else {
+            return Err("disk is not enforced".into());
+        };
+        let bytes = bytes.max(MIN_DISK);
+        if !image.exists() {
+            return create(&image, worktree, uid, bytes);
+        }
+        if !is_mount(worktree) {
+            mount(&image, worktree)?;
+        }
+        let len = std::fs::metadata(&image).map_err(|e| e.to_string())?.len();
+        if bytes > len {
+            grow(&image, worktree, bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the worktree's filesystem is full.
+    pub fn is_full(&self, worktree: &Path) -> bool {
+        self.enforced() && usage(worktree).is_some_and(|u| u.free_bytes < FULL_BELOW)
+    }
+
+    /// Unmounts the worktree's image and removes it (the workspace's processes are gone).
+    pub fn remove(&self, worktree: &Path, uid: u32) {
+        let Some(image) = self.image(uid) else { return };
+        if is_mount(worktree) {
+            let w = worktree.display().to_string();
+            if run("umount", &[&w], &[]).is_err() {
+                let _ = run("umount", &["-l", &w], &[]);
+            }
+        }
+        let _ = std::fs::remove_file(&image);
+    }
+}
+
+fn mkfs(image: &Path, bytes: u64) -> Result<(), String> {
+    if let Some(d) = image.parent() {
+        std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+    }
+    let f = std::fs::File::create(image).map_err(|e| format!("{}: {e}", image.display()))?;
+    f.set_len(bytes)
+        .map_err(|e| format!("{}: {e}", image.display()))?;
+    let img = image.display().to_string();
+    // mkfs.xfs refuses filesystems under 300 MB unless told it runs for tests; small
+    // workspace disks are what the sizing asks for, so it is told (the variables only lift
+    // that size check).
+    let small: &[(&str, &str)] = if bytes < 300_000_000 {
+        &[("TEST_DIR", "1"), ("TEST_DEV", "1"), ("QA_CHECK_FS", "1")]
+    } else {
+        &[]
+    };
+    run("mkfs.xfs", &["-q", "-f", "-m", "reflink=1", &img], small).map(|_| ())
+}
+
+fn mount(image: &Path, at: &Path) -> Result<(), String> {
+    let (img, dir) = (image.display().to_string(), at.display().to_string());
+    run("mount", &["-o", "loop,nosuid,nodev", &img, &dir], &[]).map(|_| ())
+}
+
+/// New image: content copied in through a staging mount, then mounted on the worktree.
+fn create(image: &Path, worktree: &Path, uid: u32, bytes: u64) -> Result<(), String> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    mkfs(image, bytes)?;
+    let meta = std::fs::metadata(worktree).map_err(|e| format!("{}: {e}", worktree.display()))?;
+    let stage = worktree.with_file_name(".disk-stage");
+    let _ = std::fs::create_dir(&stage);
+    let undo = |e: String| {
+        let _ = run("umount", &[&stage.display().to_string()], &[]);
+        let _ = std::fs::remove_dir(&stage);
+        let _ = std::fs::remove_file(image);
+        e
+    };
+    mount(image, &stage).map_err(undo)?;
+    let src = format!("{}/.", worktree.display());
+    run("cp", &["-a", &src, &stage.display().to_string()], &[]).map_err(|e| {
+        undo(format!(
+            "the worktree does not fit a disk of {} MiB: {e}",
+            bytes >> 20
+        ))
+    })?;
+    nix::unistd::chown(&stage, Some(meta.uid().into()), Some(meta.gid().into()))
+        .map_err(|e| undo(e.to_string()))?;
+    std::fs::set_permissions(
+        &stage,
+        std::fs::Permissions::from_mode(meta.mode() & 0o7777),
+    )
+    .map_err(|e| undo(e.to_string()))?;
+    run("umount", &[&stage.display().to_string()], &[]).map_err(undo)?;
+    let _ = std::fs::remove_dir(&stage);
+    // The copy is on the image; the originals would only be hidden under the mount.
+    std::fs::remove_dir_all(worktree).map_err(|e| format!("{}: {e}", worktree.display()))?;
+    std::fs::create_dir(worktree).map_err(|e| format!("{}: {e}", worktree.display()))?;
+    mount(image, worktree)?;
+    info!(worktree = %worktree.display(), uid, size = bytes, "worktree on its own XFS image");
+    Ok(())
+}
+
+/// Online growth: extend the sparse image, refresh the loop device, `xfs_growfs`.
+fn grow(image: &Path, worktree: &Path, bytes: u64) -> Result<(), String> {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(image)
+        .map_err(|e| format!("{}: {e}", image.display()))?;
+    f.set_len(bytes).map_err(|e| e.to_string())?;
+    let w = worktree.display().to_string();
+    let dev = run("findmnt", &["-n", "-o", "SOURCE", "--mountpoint", &w], &[])?;
+    run("losetup", &["-c", dev.trim()], &[])?;
+    run("xfs_growfs", &[&w], &[])?;
+    info!(worktree = %w, size = bytes, "worktree disk grown online");
+    Ok(())
+}
