@@ -49,7 +49,37 @@ fn syncfs(path: &Path) -> WsResult<()> {
     nix::unistd::syncfs(&f).map_err(|e| WsError::errno(path, e))
 }
 
+/// A capture's staging directory, removed on every way out of the capture (success,
+/// error, or a panic unwinding through it).
+struct Staging(PathBuf);
+
+impl Staging {
+    fn create(path: PathBuf) -> WsResult<Staging> {
+        fs::create_dir(&path).map_err(|e| WsError::io(&path, e))?;
+        Ok(Staging(path))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if let Err(e) = fs::remove_dir_all(&self.0) {
+            tracing::warn!(path = %self.0.display(), error = %e, "capture staging not removed");
+        }
+    }
+}
+
 impl LocalSnapshotStore {
+    /// A store whose captures wait `delay` before each file (tests of a live tree).
+    #[cfg(test)]
+    pub(super) fn with_delay(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self
+    }
+
     /// Opens the store under `root`, clearing leftovers of interrupted captures.
     pub fn open(root: &Path) -> WsResult<Self> {
         let store = LocalSnapshotStore {
@@ -113,12 +143,15 @@ impl LocalSnapshotStore {
     fn write_manifest(&self, m: &Manifest) -> WsResult<String> {
         let body = m.encode();
         let tmp = self.tmp.join(format!("{}.json", m.id));
-        let mut f = File::create(&tmp).map_err(|e| WsError::io(&tmp, e))?;
-        f.write_all(&body)
-            .and_then(|()| f.sync_all())
-            .map_err(|e| WsError::io(&tmp, e))?;
         let dest = self.manifest_path(&m.id);
-        fs::rename(&tmp, &dest).map_err(|e| WsError::io(&dest, e))?;
+        let written = File::create(&tmp)
+            .and_then(|mut f| f.write_all(&body).and_then(|()| f.sync_all()))
+            .map_err(|e| WsError::io(&tmp, e))
+            .and_then(|()| fs::rename(&tmp, &dest).map_err(|e| WsError::io(&dest, e)));
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
         sync_dir(&self.manifests)?;
         Ok(sha256_hex(&body))
     }
@@ -134,8 +167,8 @@ impl SnapshotStore for LocalSnapshotStore {
     ) -> WsResult<Captured> {
         let _guard = self.read()?;
         let started_ns = index::now_ns();
-        let staging = self.tmp.join(id);
-        fs::create_dir(&staging).map_err(|e| WsError::io(&staging, e))?;
+        let guard = Staging::create(self.tmp.join(id))?;
+        let staging = guard.path();
         let root_fd = open_root(root)?;
         let root_meta = fs::metadata(root).map_err(|e| WsError::io(root, e))?;
         let index_path = index::path_for(&self.index, root_meta.dev(), root_meta.ino());
@@ -144,7 +177,7 @@ impl SnapshotStore for LocalSnapshotStore {
         let previous = previous.filter(|p| p.version == VERSION);
         let w = Walker {
             blobs: &self.blobs,
-            staging: &staging,
+            staging,
             index: index.as_ref(),
             previous: previous.map(Manifest::file_index).unwrap_or_default(),
             previous_at_ns: previous
@@ -156,8 +189,7 @@ impl SnapshotStore for LocalSnapshotStore {
         let created_at_ms = now_ms();
         let walked = w.run(&root_fd)?;
         drop(index);
-        self.publish(&staging, &walked.staged)?;
-        let _ = fs::remove_dir_all(&staging);
+        self.publish(staging, &walked.staged)?;
         use std::os::unix::fs::PermissionsExt;
         let m = Manifest {
             version: VERSION,
@@ -187,6 +219,8 @@ impl SnapshotStore for LocalSnapshotStore {
             new_bytes: walked.new_bytes,
             hashed: walked.hashed,
             skipped: walked.skipped,
+            vanished: walked.vanished,
+            changed_while_read: walked.changed_while_read,
         })
     }
 

@@ -35,6 +35,10 @@ pub struct Captured {
     /// Files read and hashed; the others were recognised by their stat data.
     pub hashed: u64,
     pub skipped: Vec<String>,
+    /// Entries listed but gone when read (a live tree's temp files): left out.
+    pub vanished: u64,
+    /// Files that changed while read and were read again (see `capture`).
+    pub changed_while_read: u64,
 }
 
 /// Where snapshots live. A later provider may keep them elsewhere (object storage, a
@@ -70,3 +74,5 @@ pub trait SnapshotStore: Send + Sync {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_faults;

@@ -106,7 +106,7 @@ pub(super) fn restore(
 ) -> WsResult<()> {
     // Check the whole manifest before writing anything.
     let mut dirs: HashSet<&str> = HashSet::from([""]);
-    let mut levels: Vec<Vec<(&str, u32)>> = Vec::new();
+    let mut levels: Vec<Vec<(&str, u32, i64)>> = Vec::new();
     let mut leaves = Vec::new();
     for e in &m.entries {
         if !safe_rel_path(&e.path) || !dirs.contains(parent_of(&e.path)) {
@@ -116,13 +116,13 @@ pub(super) fn restore(
             ));
         }
         match &e.kind {
-            EntryKind::Dir { mode } => {
+            EntryKind::Dir { mode, mtime_ns } => {
                 dirs.insert(e.path.as_str());
                 let depth = e.path.matches('/').count();
                 if levels.len() <= depth {
                     levels.resize_with(depth + 1, Vec::new);
                 }
-                levels[depth].push((e.path.as_str(), *mode));
+                levels[depth].push((e.path.as_str(), *mode, *mtime_ns));
             }
             EntryKind::File { hash, .. } => {
                 if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -173,7 +173,7 @@ fn build(
     blobs: &Path,
     index_dir: &Path,
     staging: &Path,
-    levels: &[Vec<(&str, u32)>],
+    levels: &[Vec<(&str, u32, i64)>],
     leaves: &[&Entry],
     owner: Option<(u32, u32)>,
     progress: ProgressFn<'_>,
@@ -181,7 +181,7 @@ fn build(
     fs::set_permissions(staging, fs::Permissions::from_mode(0o700))
         .map_err(|e| WsError::io(staging, e))?;
     for level in levels {
-        par::for_each(level, 256, |(path, _)| {
+        par::for_each(level, 256, |(path, _, _)| {
             let target = staging.join(path);
             fs::create_dir(&target).map_err(|err| WsError::io(&target, err))
         })?;
@@ -200,15 +200,17 @@ fn build(
     };
     par::for_each(leaves, 64, |e| ctx.leaf(&e.path, &e.kind))?;
 
-    // Modes last and deepest first, so read-only directories do not block their children.
+    // Modes and mtimes last and deepest first, so read-only directories do not block their
+    // children and nothing written later moves a directory's mtime.
     for level in levels.iter().rev() {
-        par::for_each(level, 256, |(path, mode)| {
+        par::for_each(level, 256, |(path, mode, mtime_ns)| {
             let target = staging.join(path);
             if let Some((uid, gid)) = owner {
                 lchown(&target, Some(uid), Some(gid)).map_err(|e| WsError::io(&target, e))?;
             }
             fs::set_permissions(&target, fs::Permissions::from_mode(*mode))
-                .map_err(|e| WsError::io(&target, e))
+                .map_err(|e| WsError::io(&target, e))?;
+            set_mtime(&target, *mtime_ns)
         })?;
     }
     if let Some((uid, gid)) = owner {
@@ -243,6 +245,24 @@ fn build(
     };
     let _ = index::store(&index::path_for(index_dir, root.dev(), root.ino()), &idx);
     Ok(())
+}
+
+/// Sets the mtime of a directory or symlink (not following it); 0 means not recorded.
+fn set_mtime(path: &Path, mtime_ns: i64) -> WsResult<()> {
+    use nix::sys::stat::{UtimensatFlags, utimensat};
+    use nix::sys::time::TimeSpec;
+    if mtime_ns == 0 {
+        return Ok(());
+    }
+    let mtime = TimeSpec::from_duration(Duration::from_nanos(mtime_ns.max(0).unsigned_abs()));
+    utimensat(
+        nix::fcntl::AT_FDCWD,
+        path,
+        &TimeSpec::UTIME_OMIT,
+        &mtime,
+        UtimensatFlags::NoFollowSymlink,
+    )
+    .map_err(|e| WsError::errno(path, e))
 }
 
 struct Ctx<'a> {
@@ -309,12 +329,16 @@ impl Ctx<'_> {
                     (self.progress)(Progress { files, bytes });
                 }
             }
-            EntryKind::Symlink { target: to } => {
+            EntryKind::Symlink {
+                target: to,
+                mtime_ns,
+            } => {
                 symlink(to, &target).map_err(|err| WsError::io(&target, err))?;
                 if let Some((uid, gid)) = self.owner {
                     lchown(&target, Some(uid), Some(gid))
                         .map_err(|err| WsError::io(&target, err))?;
                 }
+                set_mtime(&target, *mtime_ns)?;
             }
             EntryKind::Dir { .. } => {}
         }

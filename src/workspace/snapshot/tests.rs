@@ -122,6 +122,7 @@ fn rejects_manifest_that_writes_through_its_own_symlink() {
             path: "link".into(),
             kind: EntryKind::Symlink {
                 target: outside.display().to_string(),
+                mtime_ns: 0,
             },
         },
         super::Entry {
