@@ -29,7 +29,9 @@ use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, OpenHow, ResolveFlag, openat, openat2, readlinkat};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat};
 
+use super::codec::unhex32;
 use super::index::{Index, RACY_MARGIN_NS, Stat};
+use super::pack::{self, Object, PACK_MAX, PackIndex, PackWriter};
 use super::manifest::{Entry, EntryKind};
 use super::{Progress, ProgressFn};
 use crate::workspace::error::{WsError, WsResult};
@@ -86,6 +88,8 @@ pub(super) struct Walked {
     pub skipped: Vec<String>,
     /// Staged temp file and the hash it will be stored under.
     pub staged: Vec<(PathBuf, String)>,
+    /// Staged packs of small files and their objects.
+    pub packs: Vec<(PathBuf, Vec<Object>)>,
     /// Stat data and hash of every file, for the next capture.
     pub index: Vec<(String, Stat, String)>,
     pub counters: Progress,
@@ -104,6 +108,7 @@ pub(super) struct Walked {
 /// The inputs of one capture.
 pub(super) struct Walker<'a> {
     pub blobs: &'a Path,
+    pub packs: &'a PackIndex,
     pub staging: &'a Path,
     pub index: Option<&'a Index>,
     /// Used only without an index: hashes of files with the same size and mtime.
@@ -120,6 +125,7 @@ struct Shared {
     failed: AtomicBool,
     error: Mutex<Option<WsError>>,
     staged_set: Mutex<HashSet<String>>,
+    pack: Mutex<PackWriter>,
     next_tmp: AtomicU64,
     files: AtomicU64,
     bytes: AtomicU64,
@@ -134,6 +140,7 @@ impl Walker<'_> {
             failed: AtomicBool::new(false),
             error: Mutex::new(None),
             staged_set: Mutex::new(HashSet::new()),
+            pack: Mutex::new(PackWriter::new(self.staging, "pack")),
             next_tmp: AtomicU64::new(0),
             files: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
@@ -154,7 +161,14 @@ impl Walker<'_> {
         if shared.failed.load(Ordering::Relaxed) {
             return Err(WsError::Internal("a capture worker panicked".into()));
         }
-        let mut out = Walked::default();
+        let mut out = Walked {
+            packs: shared
+                .pack
+                .into_inner()
+                .map_err(|_| WsError::Internal("pack writer poisoned".into()))?
+                .finish()?,
+            ..Walked::default()
+        };
         for p in parts {
             out.entries.extend(p.entries);
             out.skipped.extend(p.skipped);
@@ -333,7 +347,7 @@ impl Walker<'_> {
                 && *mtime_ns == st.mtime_ns
                 && st.mtime_ns.saturating_add(2 * RACY_MARGIN_NS) < self.previous_at_ns
                 && st.ctime_ns.saturating_add(2 * RACY_MARGIN_NS) < self.previous_at_ns
-                && blob_path(self.blobs, hash).exists() =>
+                && self.stored(hash) =>
             {
                 Some(hash.clone())
             }
@@ -498,6 +512,16 @@ impl Walker<'_> {
                 out.staged.push((tmp, read.hash));
                 out.new_bytes += read.size;
             }
+            (Some(data), None) if new && read.size <= PACK_MAX => {
+                let key = unhex32(&read.hash)
+                    .ok_or_else(|| WsError::Internal("bad content hash".into()))?;
+                let frame = pack::compress(&data).map_err(|e| WsError::io(self.staging, e))?;
+                sh.pack
+                    .lock()
+                    .map_err(|_| WsError::Internal("pack writer poisoned".into()))?
+                    .add(key, &frame, read.size as u32)?;
+                out.new_bytes += read.size;
+            }
             (Some(data), None) if new => {
                 let tmp = self.tmp_name(sh);
                 let mut dst = File::create(&tmp).map_err(|e| WsError::io(&tmp, e))?;
@@ -510,9 +534,15 @@ impl Walker<'_> {
         Ok(())
     }
 
+    /// True if the store has `hash`, packed or loose.
+    fn stored(&self, hash: &str) -> bool {
+        unhex32(hash).is_some_and(|h| self.packs.get(&h).is_some())
+            || blob_path(self.blobs, hash).exists()
+    }
+
     /// True if this capture must store `hash` (no blob has it and no worker staged it).
     fn claim(&self, hash: &str, sh: &Shared) -> bool {
-        if blob_path(self.blobs, hash).exists() {
+        if self.stored(hash) {
             return false;
         }
         let Ok(mut set) = sh.staged_set.lock() else {

@@ -2,9 +2,11 @@
 
 mod capture;
 mod codec;
+mod gc;
 mod index;
 mod local;
 mod manifest;
+mod pack;
 mod par;
 mod restore;
 
@@ -76,3 +78,5 @@ pub trait SnapshotStore: Send + Sync {
 mod tests;
 #[cfg(test)]
 mod tests_faults;
+#[cfg(test)]
+mod tests_packs;

@@ -8,7 +8,8 @@
 //! through a symlink. The restore also writes the new tree's stat index, so the capture
 //! that follows (a fork's baseline) reuses the hashes instead of reading the tree again.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt, fchown, lchown, symlink};
@@ -20,6 +21,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use sha2::{Digest, Sha256};
 
 use super::capture::blob_path;
+use super::codec::unhex32;
+use super::pack::{self, PACK_MAX, PackIndex};
 use super::index::{self, Index, Stat};
 use super::manifest::{Entry, EntryKind, Manifest, hex, safe_rel_path};
 use super::{Progress, ProgressFn, par};
@@ -94,11 +97,18 @@ fn make_writable(dir: &Path) {
     }
 }
 
+/// Where the contents are: loose blobs and packs.
+pub(super) struct Objects<'a> {
+    pub blobs: &'a Path,
+    pub packs_dir: &'a Path,
+    pub packs: &'a PackIndex,
+}
+
 /// Restores `m` into `dest` (which must not exist yet) and records its stat index in
 /// `index_dir`.
 pub(super) fn restore(
     m: &Manifest,
-    blobs: &Path,
+    store: &Objects<'_>,
     index_dir: &Path,
     dest: &Path,
     owner: Option<(u32, u32)>,
@@ -140,7 +150,7 @@ pub(super) fn restore(
     clear_leftovers(dest, &prefix);
     fs::create_dir(&staging).map_err(|e| WsError::io(&staging, e))?;
     let built = build(
-        m, blobs, index_dir, &staging, &levels, &leaves, owner, progress,
+        m, store, index_dir, &staging, &levels, &leaves, owner, progress,
     );
     let renamed = built.and_then(|()| {
         nix::fcntl::renameat2(
@@ -170,7 +180,7 @@ pub(super) fn restore(
 #[allow(clippy::too_many_arguments)]
 fn build(
     m: &Manifest,
-    blobs: &Path,
+    store: &Objects<'_>,
     index_dir: &Path,
     staging: &Path,
     levels: &[Vec<(&str, u32, i64)>],
@@ -189,7 +199,8 @@ fn build(
 
     let ctx = Ctx {
         m,
-        blobs,
+        store,
+        pack_files: Mutex::new(HashMap::new()),
         staging,
         owner,
         umask: umask(),
@@ -267,7 +278,9 @@ fn set_mtime(path: &Path, mtime_ns: i64) -> WsResult<()> {
 
 struct Ctx<'a> {
     m: &'a Manifest,
-    blobs: &'a Path,
+    store: &'a Objects<'a>,
+    /// Packs opened so far, by their number in the pack index.
+    pack_files: Mutex<HashMap<u32, Arc<File>>>,
     staging: &'a Path,
     owner: Option<(u32, u32)>,
     umask: u32,
@@ -356,7 +369,26 @@ impl Ctx<'_> {
         mtime_ns: i64,
     ) -> WsResult<Stat> {
         let m = self.m;
-        let src_path = blob_path(self.blobs, hash);
+        let packed = (size <= PACK_MAX)
+            .then(|| unhex32(hash).and_then(|h| self.store.packs.get(&h)))
+            .flatten();
+        if let Some(loc) = packed {
+            let data = self.packed(hash, loc)?;
+            let mut hasher = Hasher::for_version(m.version);
+            hasher.update(&data);
+            if hasher.hex() != hash {
+                return Err(corrupt(m, format!("packed object `{hash}` fails its checksum")));
+            }
+            let mut dst = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode & 0o777)
+                .open(target)
+                .map_err(|e| WsError::io(target, e))?;
+            dst.write_all(&data).map_err(|e| WsError::io(target, e))?;
+            return self.finish_file(dst, target, mode, mtime_ns);
+        }
+        let src_path = blob_path(self.store.blobs, hash);
         let mut src = File::open(&src_path)
             .map_err(|e| corrupt(m, format!("blob `{hash}` unreadable: {e}")))?;
         let mut dst = OpenOptions::new()
@@ -400,6 +432,42 @@ impl Ctx<'_> {
                 return Err(corrupt(m, format!("blob `{hash}` fails its checksum")));
             }
         }
+        self.finish_file(dst, target, mode, mtime_ns)
+    }
+
+    /// One packed object's content (not yet checked against its hash).
+    fn packed(&self, hash: &str, loc: pack::Loc) -> WsResult<Vec<u8>> {
+        let m = self.m;
+        let file = {
+            let mut open = self
+                .pack_files
+                .lock()
+                .map_err(|_| WsError::Internal("pack files lock poisoned".into()))?;
+            match open.get(&loc.pack) {
+                Some(f) => f.clone(),
+                None => {
+                    let name = self
+                        .store
+                        .packs
+                        .names
+                        .get(loc.pack as usize)
+                        .ok_or_else(|| corrupt(m, format!("no pack for `{hash}`")))?;
+                    let path = self.store.packs_dir.join(name);
+                    let f = Arc::new(
+                        File::open(&path)
+                            .map_err(|e| corrupt(m, format!("pack `{name}` unreadable: {e}")))?,
+                    );
+                    open.insert(loc.pack, f.clone());
+                    f
+                }
+            }
+        };
+        pack::read_object(&file, loc)
+            .map_err(|e| corrupt(m, format!("packed object `{hash}` unreadable: {e}")))
+    }
+
+    /// Owner, mode and mtime of a written file; returns its stat data for the index.
+    fn finish_file(&self, dst: File, target: &Path, mode: u32, mtime_ns: i64) -> WsResult<Stat> {
         let io = |err| WsError::io(target, err);
         // Owner before mode: a chown clears set-id bits.
         if let Some((uid, gid)) = self.owner {
