@@ -1,6 +1,7 @@
 //! Snapshots: the `SnapshotStore` seam and a local content-addressed implementation.
 
 mod capture;
+mod clone;
 mod codec;
 mod gc;
 mod index;

@@ -201,6 +201,7 @@ fn build(
         m,
         store,
         pack_files: Mutex::new(HashMap::new()),
+        cloned: AtomicU64::new(0),
         staging,
         owner,
         umask: umask(),
@@ -233,6 +234,11 @@ fn build(
         files: ctx.files.load(Ordering::Relaxed),
         bytes: ctx.bytes.load(Ordering::Relaxed),
     });
+    tracing::debug!(
+        restore.files = ctx.files.load(Ordering::Relaxed),
+        restore.cloned = ctx.cloned.load(Ordering::Relaxed),
+        "restore written"
+    );
 
     // Durable before it is in place: a crash after the rename finds a whole tree.
     let dir = File::open(staging).map_err(|e| WsError::io(staging, e))?;
@@ -279,6 +285,8 @@ fn set_mtime(path: &Path, mtime_ns: i64) -> WsResult<()> {
 struct Ctx<'a> {
     m: &'a Manifest,
     store: &'a Objects<'a>,
+    /// Files restored as copy-on-write clones of their blob.
+    cloned: AtomicU64,
     /// Packs opened so far, by their number in the pack index.
     pack_files: Mutex<HashMap<u32, Arc<File>>>,
     staging: &'a Path,
@@ -398,6 +406,24 @@ impl Ctx<'_> {
             .open(target)
             .map_err(|e| WsError::io(target, e))?;
         let mut hasher = Hasher::for_version(m.version);
+        if size > PACK_MAX
+            && super::clone::try_clone(&dst, &src).map_err(|e| WsError::io(target, e))?
+        {
+            // Shared extents: check what they hold, write nothing.
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = src.read(&mut buf).map_err(|e| WsError::io(&src_path, e))?;
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buf[..n]);
+            }
+            if hasher.hex() != hash {
+                return Err(corrupt(m, format!("blob `{hash}` fails its checksum")));
+            }
+            self.cloned.fetch_add(1, Ordering::Relaxed);
+            return self.finish_file(dst, target, mode, mtime_ns);
+        }
         if size <= IN_MEMORY {
             // One read past the expected size tells a longer blob.
             let mut buf = vec![0u8; size as usize + 1];
