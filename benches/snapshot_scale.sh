@@ -123,12 +123,14 @@ for r in $(seq 1 "$ROUNDS"); do
 	mkdir -p "$R"
 	S=$R/store
 	# first snapshot
-	t dw_first "$TOOL" capture "$S" "$TREE" s1
+	t dw_first /usr/bin/time -o "$R/rss" -f %M "$TOOL" capture "$S" "$TREE" s1
+	T[dw_rss]+="$(tail -1 "$R/rss") "
 	t tar_first tar -cf "$R/full.tar" --listed-incremental="$R/snar" -C "$TREE" .
 	t cp_first cp -a "$TREE" "$R/cp"
 	t rsync_first rsync -a "$TREE/" "$R/rsync/"
 	restic init -q --repo "$R/restic" >/dev/null
-	t restic_first restic -q --repo "$R/restic" backup "$TREE"
+	t restic_first /usr/bin/time -o "$R/rss" -f %M restic -q --repo "$R/restic" backup "$TREE"
+	T[restic_rss]+="$(tail -1 "$R/rss") "
 	# incremental, unchanged
 	cp "$R/snar" "$R/snar1"
 	t dw_inc0 "$TOOL" capture "$S" "$TREE" s2 s1
@@ -162,6 +164,7 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 med() { tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
+kib() { tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%d MiB", a[int((NR+1)/2)]/1024}'; }
 mib() { tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%d MiB", a[int((NR+1)/2)]/1048576}'; }
 TABLE=$(
 	cat <<EOF
@@ -175,6 +178,7 @@ Tree: $NF files, $ND dirs, $NL symlinks, $((BYTES >> 20)) MiB (SCALE_FILES=$FILE
 | restore into an empty dir | $(med dw_restore) | $(med tar_restore) (\`-x\`) | $(med cp_restore) | $(med rsync_restore) | $(med restic_restore) |
 | fork (restore + baseline) | $(med dw_fork) | = restore | | | |
 | bytes stored after 3 snapshots (allocated; tar: archive sizes) | $(mib dw_store) | $(mib tar_store) | | | $(mib restic_store) |
+| peak RSS of the first snapshot | $(kib dw_rss) | | | | $(kib restic_rss) |
 EOF
 )
 echo "$TABLE"

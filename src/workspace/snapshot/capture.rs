@@ -379,7 +379,11 @@ impl Walker<'_> {
         let files = sh.files.fetch_add(1, Ordering::Relaxed) + 1;
         let bytes = sh.bytes.fetch_add(st.size, Ordering::Relaxed) + st.size;
         if files.is_multiple_of(500) {
-            (self.progress)(Progress { files, bytes });
+            (self.progress)(Progress {
+                files,
+                bytes,
+                ..Progress::default()
+            });
         }
         if settled {
             out.index.push((path.clone(), st, hash.clone()));

@@ -23,6 +23,15 @@ use crate::workspace::error::WsResult;
 pub struct Progress {
     pub files: u64,
     pub bytes: u64,
+    /// Files and bytes in all, when known (a restore knows them; a capture does not).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub total_files: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub total_bytes: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// A progress callback; it must be cheap.

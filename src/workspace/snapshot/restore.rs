@@ -202,6 +202,10 @@ fn build(
         store,
         pack_files: Mutex::new(HashMap::new()),
         cloned: AtomicU64::new(0),
+        total: leaves.iter().fold((0, 0), |(n, b), e| match &e.kind {
+            EntryKind::File { size, .. } => (n + 1, b + size),
+            _ => (n, b),
+        }),
         staging,
         owner,
         umask: umask(),
@@ -233,6 +237,8 @@ fn build(
     progress(Progress {
         files: ctx.files.load(Ordering::Relaxed),
         bytes: ctx.bytes.load(Ordering::Relaxed),
+        total_files: ctx.total.0,
+        total_bytes: ctx.total.1,
     });
     tracing::debug!(
         restore.files = ctx.files.load(Ordering::Relaxed),
@@ -285,6 +291,8 @@ fn set_mtime(path: &Path, mtime_ns: i64) -> WsResult<()> {
 struct Ctx<'a> {
     m: &'a Manifest,
     store: &'a Objects<'a>,
+    /// Files and bytes of the whole manifest, for progress.
+    total: (u64, u64),
     /// Files restored as copy-on-write clones of their blob.
     cloned: AtomicU64,
     /// Packs opened so far, by their number in the pack index.
@@ -347,7 +355,12 @@ impl Ctx<'_> {
                 let files = self.files.fetch_add(1, Ordering::Relaxed) + 1;
                 let bytes = self.bytes.fetch_add(st.size, Ordering::Relaxed) + st.size;
                 if files.is_multiple_of(500) {
-                    (self.progress)(Progress { files, bytes });
+                    (self.progress)(Progress {
+                        files,
+                        bytes,
+                        total_files: self.total.0,
+                        total_bytes: self.total.1,
+                    });
                 }
             }
             EntryKind::Symlink {
