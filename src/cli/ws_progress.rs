@@ -3,12 +3,17 @@
 //! knows them (a restore), else a spinner with the counts so far (a capture).
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+
 use serde_json::Value;
 
 /// One bar for one long call; draws on stderr, and nothing when stderr is not a terminal.
 pub struct Bar {
     verb: String,
     bar: Option<ProgressBar>,
+    /// Without a terminal: the last counts, printed as one line at the end.
+    last: Option<(u64, u64)>,
+    started: std::time::Instant,
 }
 
 impl Bar {
@@ -16,6 +21,8 @@ impl Bar {
         Bar {
             verb: verb.to_string(),
             bar: None,
+            last: None,
+            started: std::time::Instant::now(),
         }
     }
 
@@ -25,6 +32,10 @@ impl Bar {
         let n = |k: &str| p[k].as_u64().unwrap_or(0);
         let (files, bytes, total_files, total_bytes) =
             (n("files"), n("bytes"), n("total_files"), n("total_bytes"));
+        if !std::io::stderr().is_terminal() {
+            self.last = Some((files, bytes));
+            return;
+        }
         let bar = self.bar.get_or_insert_with(|| {
             let (bar, template) = if total_bytes > 0 {
                 (
@@ -57,6 +68,14 @@ impl Bar {
     pub fn finish(&self) {
         if let Some(bar) = &self.bar {
             bar.finish();
+        }
+        if let Some((files, bytes)) = self.last {
+            let secs = self.started.elapsed().as_secs_f64();
+            eprintln!(
+                "{}: {files} files, {bytes} bytes in {secs:.1} s ({:.1} MiB/s)",
+                self.verb,
+                bytes as f64 / secs.max(0.001) / 1_048_576.0
+            );
         }
     }
 }
