@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Snapshot store at the scale of real repositories, side by side with tar, cp -a and rsync -a.
+# Snapshot store at the scale of real repositories, side by side with tar, cp -a, rsync -a and restic.
 #
 #   benches/snapshot_scale.sh            # T1-like tree, 20k files by default
 #   SCALE_FILES=150000 benches/snapshot_scale.sh   # T2 size (about 1.4 GiB: slow)
@@ -22,6 +22,8 @@ mkdir -p "$WORK"
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$WORK"' EXIT
 
 command -v rsync >/dev/null || { echo "rsync missing: apt-get install -y rsync" >&2; exit 1; }
+command -v restic >/dev/null || { echo "restic missing: apt-get install -y restic" >&2; exit 1; }
+export RESTIC_PASSWORD=bench RESTIC_CACHE_DIR=$WORK/restic-cache
 
 echo "building the driver" >&2
 # SNAPSHOT_TOOL: another build of the driver (e.g. of an older commit), for before/after.
@@ -121,15 +123,20 @@ for r in $(seq 1 "$ROUNDS"); do
 	mkdir -p "$R"
 	S=$R/store
 	# first snapshot
-	t dw_first "$TOOL" capture "$S" "$TREE" s1
+	t dw_first /usr/bin/time -o "$R/rss" -f %M "$TOOL" capture "$S" "$TREE" s1
+	T[dw_rss]+="$(tail -1 "$R/rss") "
 	t tar_first tar -cf "$R/full.tar" --listed-incremental="$R/snar" -C "$TREE" .
 	t cp_first cp -a "$TREE" "$R/cp"
 	t rsync_first rsync -a "$TREE/" "$R/rsync/"
+	restic init -q --repo "$R/restic" >/dev/null
+	t restic_first /usr/bin/time -o "$R/rss" -f %M restic -q --repo "$R/restic" backup "$TREE"
+	T[restic_rss]+="$(tail -1 "$R/rss") "
 	# incremental, unchanged
 	cp "$R/snar" "$R/snar1"
 	t dw_inc0 "$TOOL" capture "$S" "$TREE" s2 s1
 	t tar_inc0 tar -cf "$R/inc0.tar" --listed-incremental="$R/snar1" -C "$TREE" .
 	t rsync_inc0 rsync -a "$TREE/" "$R/rsync/"
+	t restic_inc0 restic -q --repo "$R/restic" backup "$TREE"
 	# incremental, 1% changed
 	sleep 0.2
 	change_1pct "$r"
@@ -137,34 +144,41 @@ for r in $(seq 1 "$ROUNDS"); do
 	t dw_inc1 "$TOOL" capture "$S" "$TREE" s3 s2
 	t tar_inc1 tar -cf "$R/inc1.tar" --listed-incremental="$R/snar1" -C "$TREE" .
 	t rsync_inc1 rsync -a "$TREE/" "$R/rsync/"
+	t restic_inc1 restic -q --repo "$R/restic" backup "$TREE"
 	# restore into an empty directory
 	t dw_restore "$TOOL" restore "$S" s3 "$R/dw-restored"
 	mkdir "$R/tar-restored"
 	t tar_restore tar -xf "$R/full.tar" -C "$R/tar-restored"
 	t cp_restore cp -a "$R/cp" "$R/cp-restored"
 	t rsync_restore rsync -a "$R/rsync/" "$R/rsync-restored/"
+	t restic_restore restic -q --repo "$R/restic" restore latest --target "$R/restic-restored"
 	# fork: restore + baseline capture from the restore's index
 	t dw_fork "$TOOL" fork "$S" s3 "$R/fork" f1
-	T[dw_store]+="$(du -sb "$S" | cut -f1) "
+	# Allocated bytes (a 4 KiB block per small file counts as 4 KiB), without the stat
+	# index (a cache); restic's repository as it is.
+	T[dw_store]+="$(($(du -s --block-size=1 "$S" | cut -f1) - $(du -s --block-size=1 "$S/index" | cut -f1))) "
+	T[restic_store]+="$(du -s --block-size=1 "$R/restic" | cut -f1) "
 	T[tar_store]+="$(($(stat -c %s "$R/full.tar") + $(stat -c %s "$R/inc0.tar") + $(stat -c %s "$R/inc1.tar"))) "
 	diff -r --no-dereference "$TREE" "$R/dw-restored" >/dev/null || { echo "restored tree differs" >&2; exit 1; }
 	rm -rf "$R"
 done
 
 med() { tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
+kib() { tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%d MiB", a[int((NR+1)/2)]/1024}'; }
 mib() { tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%d MiB", a[int((NR+1)/2)]/1048576}'; }
 TABLE=$(
 	cat <<EOF
 Tree: $NF files, $ND dirs, $NL symlinks, $((BYTES >> 20)) MiB (SCALE_FILES=$FILES); medians of $ROUNDS rounds, seconds, warm caches, $(nproc) shared cores; $(date -u +%Y-%m-%d).
 
-| operation | dockwarden | \`tar\` | \`cp -a\` | \`rsync -a\` |
-|---|---:|---:|---:|---:|
-| first snapshot | $(med dw_first) | $(med tar_first) (\`-c\`) | $(med cp_first) | $(med rsync_first) |
-| incremental, unchanged | $(med dw_inc0) | $(med tar_inc0) (\`-g\`) | – | $(med rsync_inc0) |
-| incremental, 1% changed | $(med dw_inc1) | $(med tar_inc1) (\`-g\`) | – | $(med rsync_inc1) |
-| restore into an empty dir | $(med dw_restore) | $(med tar_restore) (\`-x\`) | $(med cp_restore) | $(med rsync_restore) |
-| fork (restore + baseline) | $(med dw_fork) | = restore | | |
-| bytes stored after 3 snapshots | $(mib dw_store) | $(mib tar_store) | | |
+| operation | dockwarden | \`tar\` | \`cp -a\` | \`rsync -a\` | restic $(restic version | cut -d' ' -f2) |
+|---|---:|---:|---:|---:|---:|
+| first snapshot | $(med dw_first) | $(med tar_first) (\`-c\`) | $(med cp_first) | $(med rsync_first) | $(med restic_first) |
+| incremental, unchanged | $(med dw_inc0) | $(med tar_inc0) (\`-g\`) | – | $(med rsync_inc0) | $(med restic_inc0) |
+| incremental, 1% changed | $(med dw_inc1) | $(med tar_inc1) (\`-g\`) | – | $(med rsync_inc1) | $(med restic_inc1) |
+| restore into an empty dir | $(med dw_restore) | $(med tar_restore) (\`-x\`) | $(med cp_restore) | $(med rsync_restore) | $(med restic_restore) |
+| fork (restore + baseline) | $(med dw_fork) | = restore | | | |
+| bytes stored after 3 snapshots (allocated; tar: archive sizes) | $(mib dw_store) | $(mib tar_store) | | | $(mib restic_store) |
+| peak RSS of the first snapshot | $(kib dw_rss) | | | | $(kib restic_rss) |
 EOF
 )
 echo "$TABLE"

@@ -116,4 +116,8 @@ fn list_and_delete_by_metadata_subset() {
         .map(|d| std::fs::read_dir(d.unwrap().path()).unwrap().count())
         .sum();
     assert_eq!(blobs, 0, "unreferenced blobs are collected");
+    let packs = std::fs::read_dir(svc.state.join("snapshots/packs"))
+        .unwrap()
+        .count();
+    assert_eq!(packs, 0, "packs of unreferenced small files are collected");
 }

@@ -4,3 +4,4 @@ pub mod budget;
 pub mod proxy;
 pub mod rules;
 pub mod workspace;
+mod ws_progress;

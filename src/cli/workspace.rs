@@ -412,11 +412,10 @@ async fn create(c: &Client, a: CreateArgs, as_json: bool) -> anyhow::Result<Valu
         return Ok(c.create(body).await?);
     }
     eprintln!("creating workspace…");
-    let created = c
-        .create_streaming(body, |ev| show_progress("restore", ev))
-        .await?;
-    eprintln!();
-    Ok(created)
+    let mut bar = super::ws_progress::Bar::new("restore");
+    let created = c.create_streaming(body, |ev| bar.update(ev)).await;
+    bar.finish();
+    Ok(created?)
 }
 
 async fn exec(
@@ -451,17 +450,16 @@ async fn exec(
 }
 
 async fn long_op(c: &Client, id: &str, verb: &str, as_json: bool) -> anyhow::Result<Value> {
+    let mut bar = super::ws_progress::Bar::new(verb);
     let r = c
         .long_op(id, verb, |ev| {
             if !as_json {
-                show_progress(verb, ev);
+                bar.update(ev);
             }
         })
-        .await?;
-    if !as_json {
-        eprintln!();
-    }
-    Ok(r)
+        .await;
+    bar.finish();
+    Ok(r?)
 }
 
 async fn files(c: &Client, id: &str, op: FilesCommand, as_json: bool) -> anyhow::Result<()> {
@@ -493,10 +491,6 @@ async fn files(c: &Client, id: &str, op: FilesCommand, as_json: bool) -> anyhow:
     Ok(())
 }
 
-fn show_progress(verb: &str, ev: &Value) {
-    let p = &ev["progress"];
-    eprint!("\r{verb}: {} files, {} bytes", p["files"], p["bytes"]);
-}
 
 /// Human output: tables for lists, short lines for known shapes, JSON otherwise.
 fn print_value(v: &Value, as_json: bool) {

@@ -110,6 +110,12 @@ pub struct SnapshotInfo {
     pub reason: String,
     /// Entries that could not be captured (for example non-UTF-8 names), never silently.
     pub skipped: Vec<String>,
+    /// Entries that vanished between listing and reading (left out).
+    #[serde(default)]
+    pub vanished: u64,
+    /// Files that changed while read and were read again.
+    #[serde(default)]
+    pub changed_while_read: u64,
 }
 
 /// What an automatic or explicit restore did, and what it could not keep.

@@ -25,7 +25,12 @@ pub struct Svc {
 impl Svc {
     /// Starts `dockwarden serve` with `uid_base` (distinct per test) and extra flags.
     pub fn start(uid_base: u32, extra: &[&str], env: &[(&str, &str)]) -> Svc {
-        let dir = tempfile::tempdir().unwrap();
+        Svc::start_in(&std::env::temp_dir(), uid_base, extra, env)
+    }
+
+    /// Like [`Svc::start`], with the state directory on the filesystem of `parent`.
+    pub fn start_in(parent: &Path, uid_base: u32, extra: &[&str], env: &[(&str, &str)]) -> Svc {
+        let dir = tempfile::tempdir_in(parent).unwrap();
         let socket = dir.path().join("ws.sock");
         let state = dir.path().join("state");
         let mut args: Vec<String> = vec![

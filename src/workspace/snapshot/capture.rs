@@ -9,6 +9,11 @@
 //! the worktree's index ([`super::index`]) keeps its hash without being opened; any other
 //! file is read once, hashed with BLAKE3, and written to staging only if no blob has its
 //! hash yet.
+//!
+//! A live tree changes under the walk (build temp files, `.git/index.lock`): an entry that
+//! vanishes between listing and reading is left out and counted, and a file whose stat data
+//! changes while it is read is read again (up to [`READ_ATTEMPTS`] times) so that what is
+//! recorded is one state of the file; both are counted in the result.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
@@ -20,10 +25,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
+use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, OpenHow, ResolveFlag, openat, openat2, readlinkat};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat};
 
+use super::codec::unhex32;
 use super::index::{Index, RACY_MARGIN_NS, Stat};
+use super::pack::{self, Object, PACK_MAX, PackIndex, PackWriter};
 use super::manifest::{Entry, EntryKind};
 use super::{Progress, ProgressFn};
 use crate::workspace::error::{WsError, WsResult};
@@ -31,6 +39,25 @@ use crate::workspace::error::{WsError, WsResult};
 /// Files up to this size are read into memory once, hashed, then written if new; larger
 /// ones are hashed while they are copied to staging.
 const IN_MEMORY: u64 = 8 << 20;
+
+/// How often a file that changes while it is read is read again before the last read is
+/// recorded as it is (and left out of the stat index, so the next capture reads it again).
+pub(super) const READ_ATTEMPTS: u32 = 3;
+
+/// Errors that mean the name is gone or is no longer what the listing saw.
+fn vanished(e: Errno) -> bool {
+    matches!(e, Errno::ENOENT | Errno::ENOTDIR)
+}
+
+/// Errors that mean a name now is a symlink (refused by `O_NOFOLLOW` / `RESOLVE_NO_SYMLINKS`).
+fn became_symlink(e: Errno) -> bool {
+    matches!(e, Errno::ELOOP | Errno::EXDEV)
+}
+
+/// True if two stats of one open file show no change in between.
+fn same_state(a: &Stat, b: &Stat) -> bool {
+    a.size == b.size && a.mtime_ns == b.mtime_ns && a.ctime_ns == b.ctime_ns
+}
 
 /// Path of a blob in the store.
 pub(super) fn blob_path(blobs: &Path, hash: &str) -> PathBuf {
@@ -61,17 +88,27 @@ pub(super) struct Walked {
     pub skipped: Vec<String>,
     /// Staged temp file and the hash it will be stored under.
     pub staged: Vec<(PathBuf, String)>,
+    /// Staged packs of small files and their objects.
+    pub packs: Vec<(PathBuf, Vec<Object>)>,
     /// Stat data and hash of every file, for the next capture.
     pub index: Vec<(String, Stat, String)>,
     pub counters: Progress,
     pub new_bytes: u64,
     /// Files read and hashed (the rest were recognised by their stat data).
     pub hashed: u64,
+    /// Entries listed but gone (or no longer of their type) when read; left out.
+    pub vanished: u64,
+    /// Files whose content changed while they were read, and were read again.
+    pub changed_while_read: u64,
+    /// Directories that vanished after their parent listed them: they and everything
+    /// under them are left out.
+    pub gone_dirs: Vec<String>,
 }
 
 /// The inputs of one capture.
 pub(super) struct Walker<'a> {
     pub blobs: &'a Path,
+    pub packs: &'a PackIndex,
     pub staging: &'a Path,
     pub index: Option<&'a Index>,
     /// Used only without an index: hashes of files with the same size and mtime.
@@ -88,6 +125,7 @@ struct Shared {
     failed: AtomicBool,
     error: Mutex<Option<WsError>>,
     staged_set: Mutex<HashSet<String>>,
+    pack: Mutex<PackWriter>,
     next_tmp: AtomicU64,
     files: AtomicU64,
     bytes: AtomicU64,
@@ -102,6 +140,7 @@ impl Walker<'_> {
             failed: AtomicBool::new(false),
             error: Mutex::new(None),
             staged_set: Mutex::new(HashSet::new()),
+            pack: Mutex::new(PackWriter::new(self.staging, "pack")),
             next_tmp: AtomicU64::new(0),
             files: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
@@ -122,7 +161,14 @@ impl Walker<'_> {
         if shared.failed.load(Ordering::Relaxed) {
             return Err(WsError::Internal("a capture worker panicked".into()));
         }
-        let mut out = Walked::default();
+        let mut out = Walked {
+            packs: shared
+                .pack
+                .into_inner()
+                .map_err(|_| WsError::Internal("pack writer poisoned".into()))?
+                .finish()?,
+            ..Walked::default()
+        };
         for p in parts {
             out.entries.extend(p.entries);
             out.skipped.extend(p.skipped);
@@ -132,9 +178,23 @@ impl Walker<'_> {
             out.counters.bytes += p.counters.bytes;
             out.new_bytes += p.new_bytes;
             out.hashed += p.hashed;
+            out.vanished += p.vanished;
+            out.changed_while_read += p.changed_while_read;
+            out.gone_dirs.extend(p.gone_dirs);
         }
         // Byte order puts every directory before its children.
         out.entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+        if !out.gone_dirs.is_empty() {
+            let gone: HashSet<&str> = out.gone_dirs.iter().map(String::as_str).collect();
+            let under_gone = |path: &str| {
+                gone.contains(path)
+                    || path
+                        .match_indices('/')
+                        .any(|(i, _)| gone.contains(&path[..i]))
+            };
+            out.entries.retain(|e| !under_gone(&e.path));
+            out.index.retain(|(p, _, _)| !under_gone(p));
+        }
         out.skipped.sort();
         Ok(out)
     }
@@ -187,15 +247,32 @@ impl Walker<'_> {
                     | ResolveFlag::RESOLVE_NO_SYMLINKS
                     | ResolveFlag::RESOLVE_NO_MAGICLINKS,
             );
-        let dirfd = openat2(root, if rel.is_empty() { "." } else { rel }, how)
-            .map_err(|e| WsError::errno(rel, e))?;
+        let dirfd = match openat2(root, if rel.is_empty() { "." } else { rel }, how) {
+            Ok(fd) => fd,
+            Err(e) if !rel.is_empty() && (vanished(e) || became_symlink(e)) => {
+                out.vanished += 1;
+                out.gone_dirs.push(rel.to_string());
+                return Ok(());
+            }
+            Err(e) => return Err(WsError::errno(rel, e)),
+        };
         let prefix = if rel.is_empty() {
             String::new()
         } else {
             format!("{rel}/")
         };
         let mut subdirs = Vec::new();
-        for name in crate::workspace::fdnames::names(&dirfd, rel)? {
+        let names = match list(&dirfd) {
+            Ok(names) => names,
+            // A directory removed while open lists as ENOENT.
+            Err(e) if !rel.is_empty() && e.kind() == std::io::ErrorKind::NotFound => {
+                out.vanished += 1;
+                out.gone_dirs.push(rel.to_string());
+                return Ok(());
+            }
+            Err(e) => return Err(WsError::io(rel, e)),
+        };
+        for name in names {
             let Ok(text) = name.to_str() else {
                 out.skipped.push(format!(
                     "{prefix}{} (name is not utf-8)",
@@ -204,25 +281,39 @@ impl Walker<'_> {
                 continue;
             };
             let path = format!("{prefix}{text}");
-            let st = fstatat(&dirfd, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
-                .map_err(|e| WsError::errno(&path, e))?;
+            let st = match fstatat(&dirfd, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
+                Err(e) if vanished(e) => {
+                    out.vanished += 1;
+                    continue;
+                }
+                Err(e) => return Err(WsError::errno(&path, e)),
+            };
             let mode = st.st_mode & 0o7777;
+            let mtime_ns = stat_of(&st).mtime_ns;
             let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
             if kind == SFlag::S_IFDIR {
                 out.entries.push(Entry {
                     path: path.clone(),
-                    kind: EntryKind::Dir { mode },
+                    kind: EntryKind::Dir { mode, mtime_ns },
                 });
                 subdirs.push(path);
             } else if kind == SFlag::S_IFREG {
                 self.file(&dirfd, &name, path, stat_of(&st), sh, out)?;
             } else if kind == SFlag::S_IFLNK {
-                let target =
-                    readlinkat(&dirfd, name.as_c_str()).map_err(|e| WsError::errno(&path, e))?;
+                let target = match readlinkat(&dirfd, name.as_c_str()) {
+                    Ok(t) => t,
+                    // Gone, or replaced by something that is not a symlink.
+                    Err(e) if vanished(e) || e == Errno::EINVAL => {
+                        out.vanished += 1;
+                        continue;
+                    }
+                    Err(e) => return Err(WsError::errno(&path, e)),
+                };
                 match target.into_string() {
                     Ok(target) => out.entries.push(Entry {
                         path,
-                        kind: EntryKind::Symlink { target },
+                        kind: EntryKind::Symlink { target, mtime_ns },
                     }),
                     Err(_) => out
                         .skipped
@@ -256,7 +347,7 @@ impl Walker<'_> {
                 && *mtime_ns == st.mtime_ns
                 && st.mtime_ns.saturating_add(2 * RACY_MARGIN_NS) < self.previous_at_ns
                 && st.ctime_ns.saturating_add(2 * RACY_MARGIN_NS) < self.previous_at_ns
-                && blob_path(self.blobs, hash).exists() =>
+                && self.stored(hash) =>
             {
                 Some(hash.clone())
             }
@@ -276,8 +367,8 @@ impl Walker<'_> {
         if let Some(d) = self.delay {
             std::thread::sleep(d);
         }
-        let (hash, st) = match self.known(&path, &st) {
-            Some(hash) => (hash, st),
+        let (hash, st, settled) = match self.known(&path, &st) {
+            Some(hash) => (hash, st, true),
             None => match self.hash_file(dirfd, name, &path, sh, out)? {
                 Some(found) => found,
                 None => return Ok(()),
@@ -288,9 +379,15 @@ impl Walker<'_> {
         let files = sh.files.fetch_add(1, Ordering::Relaxed) + 1;
         let bytes = sh.bytes.fetch_add(st.size, Ordering::Relaxed) + st.size;
         if files.is_multiple_of(500) {
-            (self.progress)(Progress { files, bytes });
+            (self.progress)(Progress {
+                files,
+                bytes,
+                ..Progress::default()
+            });
         }
-        out.index.push((path.clone(), st, hash.clone()));
+        if settled {
+            out.index.push((path.clone(), st, hash.clone()));
+        }
         out.entries.push(Entry {
             path,
             kind: EntryKind::File {
@@ -304,7 +401,8 @@ impl Walker<'_> {
     }
 
     /// Reads and hashes one file, staging its content if the store lacks it. Returns the
-    /// hash and the stat of what was read, or `None` if the name no longer is a file.
+    /// hash, the stat of what was read and whether it stayed unchanged while read, or `None`
+    /// if the name vanished or no longer is a file.
     fn hash_file(
         &self,
         dirfd: &OwnedFd,
@@ -312,65 +410,143 @@ impl Walker<'_> {
         path: &str,
         sh: &Shared,
         out: &mut Walked,
-    ) -> WsResult<Option<(String, Stat)>> {
+    ) -> WsResult<Option<(String, Stat, bool)>> {
         // O_NONBLOCK: a FIFO swapped in after the stat must not hang the capture.
         let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
-        let fd = openat(dirfd, name.as_c_str(), flags, Mode::empty())
-            .map_err(|e| WsError::errno(path, e))?;
+        let fd = match openat(dirfd, name.as_c_str(), flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(e) if vanished(e) || became_symlink(e) => {
+                out.vanished += 1;
+                return Ok(None);
+            }
+            Err(e) => return Err(WsError::errno(path, e)),
+        };
         let st = fstat(&fd).map_err(|e| WsError::errno(path, e))?;
         if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) != SFlag::S_IFREG {
             out.skipped
                 .push(format!("{path} (changed type during the snapshot)"));
             return Ok(None);
         }
-        let mut st = stat_of(&st);
         let mut src = File::from(fd);
+        let mut before = stat_of(&st);
         out.hashed += 1;
-        let hash = if st.size <= IN_MEMORY {
-            let mut buf = Vec::with_capacity(st.size as usize);
-            src.read_to_end(&mut buf)
-                .map_err(|e| WsError::io(path, e))?;
-            st.size = buf.len() as u64;
-            let hash = blake3::hash(&buf).to_hex().to_string();
-            if self.claim(&hash, sh) {
-                let tmp = self.tmp_name(sh);
-                let mut dst = File::create(&tmp).map_err(|e| WsError::io(&tmp, e))?;
-                dst.write_all(&buf).map_err(|e| WsError::io(&tmp, e))?;
-                out.staged.push((tmp, hash.clone()));
-                out.new_bytes += st.size;
-            }
-            hash
-        } else {
-            let tmp = self.tmp_name(sh);
-            let mut dst = File::create(&tmp).map_err(|e| WsError::io(&tmp, e))?;
-            let mut hasher = blake3::Hasher::new();
-            let mut buf = vec![0u8; 1 << 20];
-            let mut size = 0u64;
-            loop {
-                let n = src.read(&mut buf).map_err(|e| WsError::io(path, e))?;
-                if n == 0 {
-                    break;
+        let mut attempt = 1;
+        loop {
+            let read = self.read_one(&mut src, path, before.size, sh)?;
+            let after = fstat(&src).map_err(|e| WsError::errno(path, e))?;
+            let after = stat_of(&after);
+            let settled = same_state(&before, &after) && read.size == after.size;
+            if settled || attempt == READ_ATTEMPTS {
+                if attempt > 1 || !settled {
+                    out.changed_while_read += 1;
                 }
-                hasher.update(&buf[..n]);
-                dst.write_all(&buf[..n]).map_err(|e| WsError::io(&tmp, e))?;
-                size += n as u64;
+                let mut st = before;
+                st.size = read.size;
+                let hash = read.hash.clone();
+                self.keep(read, sh, out)?;
+                return Ok(Some((hash, st, settled)));
             }
-            st.size = size;
-            let hash = hasher.finalize().to_hex().to_string();
-            if self.claim(&hash, sh) {
-                out.staged.push((tmp, hash.clone()));
-                out.new_bytes += size;
-            } else {
+            // Changed while read: drop what was read and read the file again.
+            if let Some(tmp) = read.tmp {
                 std::fs::remove_file(&tmp).map_err(|e| WsError::io(&tmp, e))?;
             }
-            hash
-        };
-        Ok(Some((hash, st)))
+            use std::io::Seek;
+            src.rewind().map_err(|e| WsError::io(path, e))?;
+            before = after;
+            attempt += 1;
+        }
+    }
+
+    /// Reads a file once from its start: into memory if small, else hashed while copied to
+    /// a staging file.
+    fn read_one(&self, src: &mut File, path: &str, size: u64, sh: &Shared) -> WsResult<Read1> {
+        if size <= IN_MEMORY {
+            let mut buf = Vec::with_capacity(size as usize);
+            src.read_to_end(&mut buf)
+                .map_err(|e| WsError::io(path, e))?;
+            let hash = blake3::hash(&buf).to_hex().to_string();
+            if buf.len() as u64 <= IN_MEMORY {
+                return Ok(Read1 {
+                    size: buf.len() as u64,
+                    hash,
+                    data: Some(buf),
+                    tmp: None,
+                });
+            }
+            // Grew past the in-memory limit while read: stage what was read.
+            let tmp = self.tmp_name(sh);
+            std::fs::write(&tmp, &buf).map_err(|e| WsError::io(&tmp, e))?;
+            return Ok(Read1 {
+                size: buf.len() as u64,
+                hash,
+                data: None,
+                tmp: Some(tmp),
+            });
+        }
+        let tmp = self.tmp_name(sh);
+        let mut dst = File::create(&tmp).map_err(|e| WsError::io(&tmp, e))?;
+        let mut hasher = blake3::Hasher::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut size = 0u64;
+        loop {
+            let n = src.read(&mut buf).map_err(|e| WsError::io(path, e))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            dst.write_all(&buf[..n]).map_err(|e| WsError::io(&tmp, e))?;
+            size += n as u64;
+        }
+        Ok(Read1 {
+            size,
+            hash: hasher.finalize().to_hex().to_string(),
+            data: None,
+            tmp: Some(tmp),
+        })
+    }
+
+    /// Stages what was read if the store lacks its hash, else drops it.
+    fn keep(&self, read: Read1, sh: &Shared, out: &mut Walked) -> WsResult<()> {
+        let new = self.claim(&read.hash, sh);
+        match (read.data, read.tmp) {
+            (_, Some(tmp)) if !new => {
+                std::fs::remove_file(&tmp).map_err(|e| WsError::io(&tmp, e))?;
+            }
+            (_, Some(tmp)) => {
+                out.staged.push((tmp, read.hash));
+                out.new_bytes += read.size;
+            }
+            (Some(data), None) if new && read.size <= PACK_MAX => {
+                let key = unhex32(&read.hash)
+                    .ok_or_else(|| WsError::Internal("bad content hash".into()))?;
+                let frame = pack::compress(&data).map_err(|e| WsError::io(self.staging, e))?;
+                sh.pack
+                    .lock()
+                    .map_err(|_| WsError::Internal("pack writer poisoned".into()))?
+                    .add(key, &frame, read.size as u32)?;
+                out.new_bytes += read.size;
+            }
+            (Some(data), None) if new => {
+                let tmp = self.tmp_name(sh);
+                let mut dst = File::create(&tmp).map_err(|e| WsError::io(&tmp, e))?;
+                dst.write_all(&data).map_err(|e| WsError::io(&tmp, e))?;
+                out.staged.push((tmp, read.hash));
+                out.new_bytes += read.size;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// True if the store has `hash`, packed or loose.
+    fn stored(&self, hash: &str) -> bool {
+        unhex32(hash).is_some_and(|h| self.packs.get(&h).is_some())
+            || blob_path(self.blobs, hash).exists()
     }
 
     /// True if this capture must store `hash` (no blob has it and no worker staged it).
     fn claim(&self, hash: &str, sh: &Shared) -> bool {
-        if blob_path(self.blobs, hash).exists() {
+        if self.stored(hash) {
             return false;
         }
         let Ok(mut set) = sh.staged_set.lock() else {
@@ -383,4 +559,26 @@ impl Walker<'_> {
         self.staging
             .join(sh.next_tmp.fetch_add(1, Ordering::Relaxed).to_string())
     }
+}
+
+/// One read of a file: its content in memory, or in a staging file.
+struct Read1 {
+    size: u64,
+    hash: String,
+    data: Option<Vec<u8>>,
+    tmp: Option<PathBuf>,
+}
+
+/// Sorted entry names of the directory open at `fd`, with the I/O error kept as is (a
+/// directory removed while open lists as `NotFound`).
+fn list(fd: &OwnedFd) -> std::io::Result<Vec<CString>> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = Vec::new();
+    for ent in std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))? {
+        let ent = ent?;
+        out.push(CString::new(ent.file_name().as_bytes()).map_err(std::io::Error::other)?);
+    }
+    out.sort();
+    Ok(out)
 }

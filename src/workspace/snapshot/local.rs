@@ -20,6 +20,7 @@ use std::os::unix::fs::MetadataExt;
 use super::capture::{Walker, blob_path, open_root};
 use super::index::{self, Index};
 use super::manifest::{EntryKind, Manifest, VERSION, sha256_hex};
+use super::pack::{Object, PackIndex};
 use super::{Captured, ProgressFn, SnapshotStore, par};
 use crate::workspace::error::{WsError, WsResult};
 use crate::workspace::model::now_ms;
@@ -33,6 +34,9 @@ pub struct LocalSnapshotStore {
     manifests: PathBuf,
     tmp: PathBuf,
     index: PathBuf,
+    packs_dir: PathBuf,
+    /// Every packed object; captures and restores read it, publishing and GC write it.
+    packs: RwLock<PackIndex>,
     /// Captures and restores read; garbage collection writes.
     gc_lock: RwLock<()>,
     delay: Option<Duration>,
@@ -49,7 +53,37 @@ fn syncfs(path: &Path) -> WsResult<()> {
     nix::unistd::syncfs(&f).map_err(|e| WsError::errno(path, e))
 }
 
+/// A capture's staging directory, removed on every way out of the capture (success,
+/// error, or a panic unwinding through it).
+struct Staging(PathBuf);
+
+impl Staging {
+    fn create(path: PathBuf) -> WsResult<Staging> {
+        fs::create_dir(&path).map_err(|e| WsError::io(&path, e))?;
+        Ok(Staging(path))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if let Err(e) = fs::remove_dir_all(&self.0) {
+            tracing::warn!(path = %self.0.display(), error = %e, "capture staging not removed");
+        }
+    }
+}
+
 impl LocalSnapshotStore {
+    /// A store whose captures wait `delay` before each file (tests of a live tree).
+    #[cfg(test)]
+    pub(super) fn with_delay(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self
+    }
+
     /// Opens the store under `root`, clearing leftovers of interrupted captures.
     pub fn open(root: &Path) -> WsResult<Self> {
         let store = LocalSnapshotStore {
@@ -57,6 +91,8 @@ impl LocalSnapshotStore {
             manifests: root.join("manifests"),
             tmp: root.join("tmp"),
             index: root.join("index"),
+            packs_dir: root.join("packs"),
+            packs: RwLock::new(PackIndex::default()),
             gc_lock: RwLock::new(()),
             delay: std::env::var(DELAY_ENV)
                 .ok()
@@ -66,9 +102,16 @@ impl LocalSnapshotStore {
         if store.tmp.exists() {
             fs::remove_dir_all(&store.tmp).map_err(|e| WsError::io(&store.tmp, e))?;
         }
-        for dir in [&store.blobs, &store.manifests, &store.tmp, &store.index] {
+        for dir in [
+            &store.blobs,
+            &store.manifests,
+            &store.tmp,
+            &store.index,
+            &store.packs_dir,
+        ] {
             fs::create_dir_all(dir).map_err(|e| WsError::io(dir, e))?;
         }
+        *store.packs_mut()? = PackIndex::load(&store.packs_dir)?;
         for shard in 0..=255u8 {
             let dir = store.blobs.join(format!("{shard:02x}"));
             fs::create_dir_all(&dir).map_err(|e| WsError::io(&dir, e))?;
@@ -92,13 +135,32 @@ impl LocalSnapshotStore {
             .map_err(|_| WsError::Internal("snapshot lock poisoned".into()))
     }
 
+    fn packs(&self) -> WsResult<RwLockReadGuard<'_, PackIndex>> {
+        self.packs
+            .read()
+            .map_err(|_| WsError::Internal("pack index lock poisoned".into()))
+    }
+
+    fn packs_mut(&self) -> WsResult<RwLockWriteGuard<'_, PackIndex>> {
+        self.packs
+            .write()
+            .map_err(|_| WsError::Internal("pack index lock poisoned".into()))
+    }
+
     fn manifest_path(&self, id: &str) -> PathBuf {
         self.manifests.join(format!("{id}.json"))
     }
 
-    /// Moves staged blobs into place once they are durable.
-    fn publish(&self, staging: &Path, staged: &[(PathBuf, String)]) -> WsResult<()> {
-        if staged.is_empty() {
+    /// Moves staged blobs and packs into place once they are durable; then the packs'
+    /// objects can be found.
+    fn publish(
+        &self,
+        id: &str,
+        staging: &Path,
+        staged: &[(PathBuf, String)],
+        packs: Vec<(PathBuf, Vec<Object>)>,
+    ) -> WsResult<()> {
+        if staged.is_empty() && packs.is_empty() {
             return Ok(());
         }
         syncfs(staging)?;
@@ -106,19 +168,34 @@ impl LocalSnapshotStore {
             let dest = blob_path(&self.blobs, hash);
             fs::rename(tmp, &dest).map_err(|e| WsError::io(&dest, e))
         })?;
-        syncfs(&self.blobs)
+        let mut placed = Vec::with_capacity(packs.len());
+        for (i, (tmp, objects)) in packs.into_iter().enumerate() {
+            let name = format!("{id}-{i}.pack");
+            let dest = self.packs_dir.join(&name);
+            fs::rename(&tmp, &dest).map_err(|e| WsError::io(&dest, e))?;
+            placed.push((name, objects));
+        }
+        syncfs(&self.blobs)?;
+        let mut index = self.packs_mut()?;
+        for (name, objects) in placed {
+            index.add(name, &objects);
+        }
+        Ok(())
     }
 
     /// Writes the manifest with temp + fsync + rename; returns its checksum.
     fn write_manifest(&self, m: &Manifest) -> WsResult<String> {
         let body = m.encode();
         let tmp = self.tmp.join(format!("{}.json", m.id));
-        let mut f = File::create(&tmp).map_err(|e| WsError::io(&tmp, e))?;
-        f.write_all(&body)
-            .and_then(|()| f.sync_all())
-            .map_err(|e| WsError::io(&tmp, e))?;
         let dest = self.manifest_path(&m.id);
-        fs::rename(&tmp, &dest).map_err(|e| WsError::io(&dest, e))?;
+        let written = File::create(&tmp)
+            .and_then(|mut f| f.write_all(&body).and_then(|()| f.sync_all()))
+            .map_err(|e| WsError::io(&tmp, e))
+            .and_then(|()| fs::rename(&tmp, &dest).map_err(|e| WsError::io(&dest, e)));
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
         sync_dir(&self.manifests)?;
         Ok(sha256_hex(&body))
     }
@@ -134,17 +211,19 @@ impl SnapshotStore for LocalSnapshotStore {
     ) -> WsResult<Captured> {
         let _guard = self.read()?;
         let started_ns = index::now_ns();
-        let staging = self.tmp.join(id);
-        fs::create_dir(&staging).map_err(|e| WsError::io(&staging, e))?;
+        let guard = Staging::create(self.tmp.join(id))?;
+        let staging = guard.path();
         let root_fd = open_root(root)?;
         let root_meta = fs::metadata(root).map_err(|e| WsError::io(root, e))?;
         let index_path = index::path_for(&self.index, root_meta.dev(), root_meta.ino());
         let index = index::load(&index_path);
         // A version 1 manifest names blobs by SHA-256: none of its hashes can be reused.
         let previous = previous.filter(|p| p.version == VERSION);
+        let packs = self.packs()?;
         let w = Walker {
             blobs: &self.blobs,
-            staging: &staging,
+            packs: &packs,
+            staging,
             index: index.as_ref(),
             previous: previous.map(Manifest::file_index).unwrap_or_default(),
             previous_at_ns: previous
@@ -154,10 +233,13 @@ impl SnapshotStore for LocalSnapshotStore {
             progress,
         };
         let created_at_ms = now_ms();
-        let walked = w.run(&root_fd)?;
+        let walked = w.run(&root_fd);
+        drop(w);
+        drop(packs);
+        let mut walked = walked?;
         drop(index);
-        self.publish(&staging, &walked.staged)?;
-        let _ = fs::remove_dir_all(&staging);
+        let new_packs = std::mem::take(&mut walked.packs);
+        self.publish(id, staging, &walked.staged, new_packs)?;
         use std::os::unix::fs::PermissionsExt;
         let m = Manifest {
             version: VERSION,
@@ -187,6 +269,8 @@ impl SnapshotStore for LocalSnapshotStore {
             new_bytes: walked.new_bytes,
             hashed: walked.hashed,
             skipped: walked.skipped,
+            vanished: walked.vanished,
+            changed_while_read: walked.changed_while_read,
         })
     }
 
@@ -216,7 +300,13 @@ impl SnapshotStore for LocalSnapshotStore {
         progress: ProgressFn<'_>,
     ) -> WsResult<()> {
         let _guard = self.read()?;
-        super::restore::restore(m, &self.blobs, &self.index, dest, owner, progress)
+        let packs = self.packs()?;
+        let store = super::restore::Objects {
+            blobs: &self.blobs,
+            packs_dir: &self.packs_dir,
+            packs: &packs,
+        };
+        super::restore::restore(m, &store, &self.index, dest, owner, progress)
     }
 
     fn collect_garbage(&self, keep: &[String]) -> WsResult<u64> {
@@ -253,7 +343,10 @@ impl SnapshotStore for LocalSnapshotStore {
                 fs::remove_file(&path).map_err(|e| WsError::io(&path, e))?;
             }
         }
-        sweep_blobs(&self.blobs, &live)
+        let removed = sweep_blobs(&self.blobs, &live)?;
+        let repacked = super::gc::sweep_packs(&self.packs_dir, &self.tmp, &live)?;
+        *self.packs_mut()? = PackIndex::load(&self.packs_dir)?;
+        Ok(removed + repacked)
     }
 }
 

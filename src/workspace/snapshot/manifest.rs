@@ -8,6 +8,10 @@ use super::codec::{Malformed, R, Reader, Writer, hex32, unhex32};
 /// Manifests written now: binary, BLAKE3 content hashes.
 pub const VERSION: u32 = 2;
 const MAGIC: &[u8; 4] = b"DWM\x02";
+/// Entry tags: 0 (dir), 1 (file) and 2 (symlink) without mtimes are still read; dirs and
+/// symlinks are written with their mtimes.
+const TAG_DIR: u8 = 3;
+const TAG_SYMLINK: u8 = 4;
 
 /// What one path in the tree is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -15,6 +19,9 @@ const MAGIC: &[u8; 4] = b"DWM\x02";
 pub enum EntryKind {
     Dir {
         mode: u32,
+        /// 0 when not recorded (manifests before directory mtimes were kept).
+        #[serde(default)]
+        mtime_ns: i64,
     },
     File {
         mode: u32,
@@ -26,6 +33,9 @@ pub enum EntryKind {
     },
     Symlink {
         target: String,
+        /// 0 when not recorded.
+        #[serde(default)]
+        mtime_ns: i64,
     },
 }
 
@@ -71,9 +81,10 @@ impl Manifest {
         for e in &self.entries {
             w.path(&e.path);
             match &e.kind {
-                EntryKind::Dir { mode } => {
-                    w.u8(0);
+                EntryKind::Dir { mode, mtime_ns } => {
+                    w.u8(TAG_DIR);
                     w.varint(u64::from(*mode));
+                    w.i64(*mtime_ns);
                 }
                 EntryKind::File {
                     mode,
@@ -88,9 +99,10 @@ impl Manifest {
                     // Hashes this store made are always 64 hex digits.
                     w.raw(&unhex32(hash).unwrap_or([0; 32]));
                 }
-                EntryKind::Symlink { target } => {
-                    w.u8(2);
+                EntryKind::Symlink { target, mtime_ns } => {
+                    w.u8(TAG_SYMLINK);
                     w.bytes(target.as_bytes());
+                    w.i64(*mtime_ns);
                 }
             }
         }
@@ -119,7 +131,14 @@ impl Manifest {
         for _ in 0..n {
             let path = r.path()?;
             let kind = match r.u8()? {
-                0 => EntryKind::Dir { mode: r.u32()? },
+                0 => EntryKind::Dir {
+                    mode: r.u32()?,
+                    mtime_ns: 0,
+                },
+                TAG_DIR => EntryKind::Dir {
+                    mode: r.u32()?,
+                    mtime_ns: r.i64()?,
+                },
                 1 => {
                     let mode = r.u32()?;
                     let size = r.varint()?;
@@ -134,6 +153,11 @@ impl Manifest {
                 }
                 2 => EntryKind::Symlink {
                     target: r.string()?,
+                    mtime_ns: 0,
+                },
+                TAG_SYMLINK => EntryKind::Symlink {
+                    target: r.string()?,
+                    mtime_ns: r.i64()?,
                 },
                 _ => return Err(Malformed),
             };
@@ -191,7 +215,10 @@ mod tests {
             entries: vec![
                 Entry {
                     path: "d".into(),
-                    kind: EntryKind::Dir { mode: 0o755 },
+                    kind: EntryKind::Dir {
+                        mode: 0o755,
+                        mtime_ns: 7,
+                    },
                 },
                 Entry {
                     path: "d/f".into(),
@@ -206,6 +233,7 @@ mod tests {
                     path: "l".into(),
                     kind: EntryKind::Symlink {
                         target: "d/f".into(),
+                        mtime_ns: 0,
                     },
                 },
             ],
@@ -227,7 +255,10 @@ mod tests {
             entries: vec![
                 Entry {
                     path: "d".into(),
-                    kind: EntryKind::Dir { mode: 0o755 },
+                    kind: EntryKind::Dir {
+                        mode: 0o755,
+                        mtime_ns: 7,
+                    },
                 },
                 Entry {
                     path: "d/f".into(),
@@ -240,7 +271,10 @@ mod tests {
                 },
                 Entry {
                     path: "d/g".into(),
-                    kind: EntryKind::Symlink { target: "f".into() },
+                    kind: EntryKind::Symlink {
+                        target: "f".into(),
+                        mtime_ns: 1_700_000_000_000_000_001,
+                    },
                 },
             ],
         };

@@ -1,10 +1,13 @@
 //! Snapshots: the `SnapshotStore` seam and a local content-addressed implementation.
 
 mod capture;
+mod clone;
 mod codec;
+mod gc;
 mod index;
 mod local;
 mod manifest;
+mod pack;
 mod par;
 mod restore;
 
@@ -20,6 +23,15 @@ use crate::workspace::error::WsResult;
 pub struct Progress {
     pub files: u64,
     pub bytes: u64,
+    /// Files and bytes in all, when known (a restore knows them; a capture does not).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub total_files: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub total_bytes: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// A progress callback; it must be cheap.
@@ -35,6 +47,10 @@ pub struct Captured {
     /// Files read and hashed; the others were recognised by their stat data.
     pub hashed: u64,
     pub skipped: Vec<String>,
+    /// Entries listed but gone when read (a live tree's temp files): left out.
+    pub vanished: u64,
+    /// Files that changed while read and were read again (see `capture`).
+    pub changed_while_read: u64,
 }
 
 /// Where snapshots live. A later provider may keep them elsewhere (object storage, a
@@ -70,3 +86,7 @@ pub trait SnapshotStore: Send + Sync {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_faults;
+#[cfg(test)]
+mod tests_packs;

@@ -8,7 +8,8 @@
 //! through a symlink. The restore also writes the new tree's stat index, so the capture
 //! that follows (a fork's baseline) reuses the hashes instead of reading the tree again.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt, fchown, lchown, symlink};
@@ -20,6 +21,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use sha2::{Digest, Sha256};
 
 use super::capture::blob_path;
+use super::codec::unhex32;
+use super::pack::{self, PACK_MAX, PackIndex};
 use super::index::{self, Index, Stat};
 use super::manifest::{Entry, EntryKind, Manifest, hex, safe_rel_path};
 use super::{Progress, ProgressFn, par};
@@ -94,11 +97,18 @@ fn make_writable(dir: &Path) {
     }
 }
 
+/// Where the contents are: loose blobs and packs.
+pub(super) struct Objects<'a> {
+    pub blobs: &'a Path,
+    pub packs_dir: &'a Path,
+    pub packs: &'a PackIndex,
+}
+
 /// Restores `m` into `dest` (which must not exist yet) and records its stat index in
 /// `index_dir`.
 pub(super) fn restore(
     m: &Manifest,
-    blobs: &Path,
+    store: &Objects<'_>,
     index_dir: &Path,
     dest: &Path,
     owner: Option<(u32, u32)>,
@@ -106,7 +116,7 @@ pub(super) fn restore(
 ) -> WsResult<()> {
     // Check the whole manifest before writing anything.
     let mut dirs: HashSet<&str> = HashSet::from([""]);
-    let mut levels: Vec<Vec<(&str, u32)>> = Vec::new();
+    let mut levels: Vec<Vec<(&str, u32, i64)>> = Vec::new();
     let mut leaves = Vec::new();
     for e in &m.entries {
         if !safe_rel_path(&e.path) || !dirs.contains(parent_of(&e.path)) {
@@ -116,13 +126,13 @@ pub(super) fn restore(
             ));
         }
         match &e.kind {
-            EntryKind::Dir { mode } => {
+            EntryKind::Dir { mode, mtime_ns } => {
                 dirs.insert(e.path.as_str());
                 let depth = e.path.matches('/').count();
                 if levels.len() <= depth {
                     levels.resize_with(depth + 1, Vec::new);
                 }
-                levels[depth].push((e.path.as_str(), *mode));
+                levels[depth].push((e.path.as_str(), *mode, *mtime_ns));
             }
             EntryKind::File { hash, .. } => {
                 if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -140,7 +150,7 @@ pub(super) fn restore(
     clear_leftovers(dest, &prefix);
     fs::create_dir(&staging).map_err(|e| WsError::io(&staging, e))?;
     let built = build(
-        m, blobs, index_dir, &staging, &levels, &leaves, owner, progress,
+        m, store, index_dir, &staging, &levels, &leaves, owner, progress,
     );
     let renamed = built.and_then(|()| {
         nix::fcntl::renameat2(
@@ -170,10 +180,10 @@ pub(super) fn restore(
 #[allow(clippy::too_many_arguments)]
 fn build(
     m: &Manifest,
-    blobs: &Path,
+    store: &Objects<'_>,
     index_dir: &Path,
     staging: &Path,
-    levels: &[Vec<(&str, u32)>],
+    levels: &[Vec<(&str, u32, i64)>],
     leaves: &[&Entry],
     owner: Option<(u32, u32)>,
     progress: ProgressFn<'_>,
@@ -181,7 +191,7 @@ fn build(
     fs::set_permissions(staging, fs::Permissions::from_mode(0o700))
         .map_err(|e| WsError::io(staging, e))?;
     for level in levels {
-        par::for_each(level, 256, |(path, _)| {
+        par::for_each(level, 256, |(path, _, _)| {
             let target = staging.join(path);
             fs::create_dir(&target).map_err(|err| WsError::io(&target, err))
         })?;
@@ -189,7 +199,13 @@ fn build(
 
     let ctx = Ctx {
         m,
-        blobs,
+        store,
+        pack_files: Mutex::new(HashMap::new()),
+        cloned: AtomicU64::new(0),
+        total: leaves.iter().fold((0, 0), |(n, b), e| match &e.kind {
+            EntryKind::File { size, .. } => (n + 1, b + size),
+            _ => (n, b),
+        }),
         staging,
         owner,
         umask: umask(),
@@ -200,15 +216,17 @@ fn build(
     };
     par::for_each(leaves, 64, |e| ctx.leaf(&e.path, &e.kind))?;
 
-    // Modes last and deepest first, so read-only directories do not block their children.
+    // Modes and mtimes last and deepest first, so read-only directories do not block their
+    // children and nothing written later moves a directory's mtime.
     for level in levels.iter().rev() {
-        par::for_each(level, 256, |(path, mode)| {
+        par::for_each(level, 256, |(path, mode, mtime_ns)| {
             let target = staging.join(path);
             if let Some((uid, gid)) = owner {
                 lchown(&target, Some(uid), Some(gid)).map_err(|e| WsError::io(&target, e))?;
             }
             fs::set_permissions(&target, fs::Permissions::from_mode(*mode))
-                .map_err(|e| WsError::io(&target, e))
+                .map_err(|e| WsError::io(&target, e))?;
+            set_mtime(&target, *mtime_ns)
         })?;
     }
     if let Some((uid, gid)) = owner {
@@ -219,7 +237,14 @@ fn build(
     progress(Progress {
         files: ctx.files.load(Ordering::Relaxed),
         bytes: ctx.bytes.load(Ordering::Relaxed),
+        total_files: ctx.total.0,
+        total_bytes: ctx.total.1,
     });
+    tracing::debug!(
+        restore.files = ctx.files.load(Ordering::Relaxed),
+        restore.cloned = ctx.cloned.load(Ordering::Relaxed),
+        "restore written"
+    );
 
     // Durable before it is in place: a crash after the rename finds a whole tree.
     let dir = File::open(staging).map_err(|e| WsError::io(staging, e))?;
@@ -245,9 +270,33 @@ fn build(
     Ok(())
 }
 
+/// Sets the mtime of a directory or symlink (not following it); 0 means not recorded.
+fn set_mtime(path: &Path, mtime_ns: i64) -> WsResult<()> {
+    use nix::sys::stat::{UtimensatFlags, utimensat};
+    use nix::sys::time::TimeSpec;
+    if mtime_ns == 0 {
+        return Ok(());
+    }
+    let mtime = TimeSpec::from_duration(Duration::from_nanos(mtime_ns.max(0).unsigned_abs()));
+    utimensat(
+        nix::fcntl::AT_FDCWD,
+        path,
+        &TimeSpec::UTIME_OMIT,
+        &mtime,
+        UtimensatFlags::NoFollowSymlink,
+    )
+    .map_err(|e| WsError::errno(path, e))
+}
+
 struct Ctx<'a> {
     m: &'a Manifest,
-    blobs: &'a Path,
+    store: &'a Objects<'a>,
+    /// Files and bytes of the whole manifest, for progress.
+    total: (u64, u64),
+    /// Files restored as copy-on-write clones of their blob.
+    cloned: AtomicU64,
+    /// Packs opened so far, by their number in the pack index.
+    pack_files: Mutex<HashMap<u32, Arc<File>>>,
     staging: &'a Path,
     owner: Option<(u32, u32)>,
     umask: u32,
@@ -306,15 +355,24 @@ impl Ctx<'_> {
                 let files = self.files.fetch_add(1, Ordering::Relaxed) + 1;
                 let bytes = self.bytes.fetch_add(st.size, Ordering::Relaxed) + st.size;
                 if files.is_multiple_of(500) {
-                    (self.progress)(Progress { files, bytes });
+                    (self.progress)(Progress {
+                        files,
+                        bytes,
+                        total_files: self.total.0,
+                        total_bytes: self.total.1,
+                    });
                 }
             }
-            EntryKind::Symlink { target: to } => {
+            EntryKind::Symlink {
+                target: to,
+                mtime_ns,
+            } => {
                 symlink(to, &target).map_err(|err| WsError::io(&target, err))?;
                 if let Some((uid, gid)) = self.owner {
                     lchown(&target, Some(uid), Some(gid))
                         .map_err(|err| WsError::io(&target, err))?;
                 }
+                set_mtime(&target, *mtime_ns)?;
             }
             EntryKind::Dir { .. } => {}
         }
@@ -332,7 +390,26 @@ impl Ctx<'_> {
         mtime_ns: i64,
     ) -> WsResult<Stat> {
         let m = self.m;
-        let src_path = blob_path(self.blobs, hash);
+        let packed = (size <= PACK_MAX)
+            .then(|| unhex32(hash).and_then(|h| self.store.packs.get(&h)))
+            .flatten();
+        if let Some(loc) = packed {
+            let data = self.packed(hash, loc)?;
+            let mut hasher = Hasher::for_version(m.version);
+            hasher.update(&data);
+            if hasher.hex() != hash {
+                return Err(corrupt(m, format!("packed object `{hash}` fails its checksum")));
+            }
+            let mut dst = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode & 0o777)
+                .open(target)
+                .map_err(|e| WsError::io(target, e))?;
+            dst.write_all(&data).map_err(|e| WsError::io(target, e))?;
+            return self.finish_file(dst, target, mode, mtime_ns);
+        }
+        let src_path = blob_path(self.store.blobs, hash);
         let mut src = File::open(&src_path)
             .map_err(|e| corrupt(m, format!("blob `{hash}` unreadable: {e}")))?;
         let mut dst = OpenOptions::new()
@@ -342,6 +419,24 @@ impl Ctx<'_> {
             .open(target)
             .map_err(|e| WsError::io(target, e))?;
         let mut hasher = Hasher::for_version(m.version);
+        if size > PACK_MAX
+            && super::clone::try_clone(&dst, &src).map_err(|e| WsError::io(target, e))?
+        {
+            // Shared extents: check what they hold, write nothing.
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = src.read(&mut buf).map_err(|e| WsError::io(&src_path, e))?;
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buf[..n]);
+            }
+            if hasher.hex() != hash {
+                return Err(corrupt(m, format!("blob `{hash}` fails its checksum")));
+            }
+            self.cloned.fetch_add(1, Ordering::Relaxed);
+            return self.finish_file(dst, target, mode, mtime_ns);
+        }
         if size <= IN_MEMORY {
             // One read past the expected size tells a longer blob.
             let mut buf = vec![0u8; size as usize + 1];
@@ -376,6 +471,42 @@ impl Ctx<'_> {
                 return Err(corrupt(m, format!("blob `{hash}` fails its checksum")));
             }
         }
+        self.finish_file(dst, target, mode, mtime_ns)
+    }
+
+    /// One packed object's content (not yet checked against its hash).
+    fn packed(&self, hash: &str, loc: pack::Loc) -> WsResult<Vec<u8>> {
+        let m = self.m;
+        let file = {
+            let mut open = self
+                .pack_files
+                .lock()
+                .map_err(|_| WsError::Internal("pack files lock poisoned".into()))?;
+            match open.get(&loc.pack) {
+                Some(f) => f.clone(),
+                None => {
+                    let name = self
+                        .store
+                        .packs
+                        .names
+                        .get(loc.pack as usize)
+                        .ok_or_else(|| corrupt(m, format!("no pack for `{hash}`")))?;
+                    let path = self.store.packs_dir.join(name);
+                    let f = Arc::new(
+                        File::open(&path)
+                            .map_err(|e| corrupt(m, format!("pack `{name}` unreadable: {e}")))?,
+                    );
+                    open.insert(loc.pack, f.clone());
+                    f
+                }
+            }
+        };
+        pack::read_object(&file, loc)
+            .map_err(|e| corrupt(m, format!("packed object `{hash}` unreadable: {e}")))
+    }
+
+    /// Owner, mode and mtime of a written file; returns its stat data for the index.
+    fn finish_file(&self, dst: File, target: &Path, mode: u32, mtime_ns: i64) -> WsResult<Stat> {
         let io = |err| WsError::io(target, err);
         // Owner before mode: a chown clears set-id bits.
         if let Some((uid, gid)) = self.owner {

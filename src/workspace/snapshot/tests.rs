@@ -83,6 +83,8 @@ fn corrupted_blobs_and_manifests_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src");
     tree(&src);
+    // Above the pack limit: a loose blob (packed objects: `tests_packs`).
+    std::fs::write(src.join("large.bin"), vec![5u8; 2 << 20]).unwrap();
     let root = dir.path().join("store");
     let store = LocalSnapshotStore::open(&root).unwrap();
     let (m, c) = capture(&store, "s1", &src, None);
@@ -94,7 +96,7 @@ fn corrupted_blobs_and_manifests_are_refused() {
         .entries
         .iter()
         .find_map(|e| match &e.kind {
-            EntryKind::File { hash, size: 5, .. } => Some(hash.clone()),
+            EntryKind::File { hash, size, .. } if *size == 2 << 20 => Some(hash.clone()),
             _ => None,
         })
         .unwrap();
@@ -122,6 +124,7 @@ fn rejects_manifest_that_writes_through_its_own_symlink() {
             path: "link".into(),
             kind: EntryKind::Symlink {
                 target: outside.display().to_string(),
+                mtime_ns: 0,
             },
         },
         super::Entry {

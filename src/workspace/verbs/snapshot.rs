@@ -128,6 +128,8 @@ impl Service {
             new_bytes: captured.new_bytes,
             reason: reason.to_string(),
             skipped: captured.skipped,
+            vanished: captured.vanished,
+            changed_while_read: captured.changed_while_read,
         };
         self.store.tx(|tx| {
             let mut ws = store::get_tx(tx, id)?.ok_or_else(|| WsError::NotFound(id.to_string()))?;
