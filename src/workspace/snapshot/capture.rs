@@ -13,7 +13,8 @@
 //! A live tree changes under the walk (build temp files, `.git/index.lock`): an entry that
 //! vanishes between listing and reading is left out and counted, and a file whose stat data
 //! changes while it is read is read again (up to [`READ_ATTEMPTS`] times) so that what is
-//! recorded is one state of the file; both are counted in the result.
+//! recorded is one state of the file; both are counted in the result. Timestamps move in
+//! coarse ticks, so a file changed less than a second ago must also read the same twice.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
@@ -57,6 +58,15 @@ fn became_symlink(e: Errno) -> bool {
 /// True if two stats of one open file show no change in between.
 fn same_state(a: &Stat, b: &Stat) -> bool {
     a.size == b.size && a.mtime_ns == b.mtime_ns && a.ctime_ns == b.ctime_ns
+}
+
+/// True if the file's status changed less than a second ago (its stat cannot vouch that
+/// nothing was written during a read: timestamps move in ticks).
+fn recently_changed(st: &Stat) -> bool {
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(i64::MAX, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    st.ctime_ns.max(st.mtime_ns) > now_ns.saturating_sub(1_000_000_000)
 }
 
 /// Path of a blob in the store.
@@ -431,13 +441,23 @@ impl Walker<'_> {
         let mut before = stat_of(&st);
         out.hashed += 1;
         let mut attempt = 1;
+        let mut previous: Option<String> = None;
+        let mut changed = false;
         loop {
             let read = self.read_one(&mut src, path, before.size, sh)?;
             let after = fstat(&src).map_err(|e| WsError::errno(path, e))?;
             let after = stat_of(&after);
-            let settled = same_state(&before, &after) && read.size == after.size;
+            let mut settled = same_state(&before, &after) && read.size == after.size;
+            changed |= !settled;
+            // File timestamps advance in coarse ticks: a write in the same tick as `before`
+            // leaves them unchanged (seen: torn reads with identical stats). A file changed
+            // within the last second is settled only when two reads in a row agree.
+            if settled && recently_changed(&after) {
+                settled = previous.as_deref() == Some(read.hash.as_str());
+                changed |= previous.is_some() && !settled;
+            }
             if settled || attempt == READ_ATTEMPTS {
-                if attempt > 1 || !settled {
+                if changed {
                     out.changed_while_read += 1;
                 }
                 let mut st = before;
@@ -446,7 +466,8 @@ impl Walker<'_> {
                 self.keep(read, sh, out)?;
                 return Ok(Some((hash, st, settled)));
             }
-            // Changed while read: drop what was read and read the file again.
+            // Changed while read, or not yet confirmed: drop what was read and read again.
+            previous = Some(read.hash.clone());
             if let Some(tmp) = read.tmp {
                 std::fs::remove_file(&tmp).map_err(|e| WsError::io(&tmp, e))?;
             }
