@@ -1,9 +1,11 @@
 //! Resources against the real service and real cgroups (v1 on this machine) and a real
-//! loop-mounted XFS pool: the memory cap OOM-kills an allocator over it, the CPU cap holds
-//! a busy loop, resize applies live or waits for approval, and ENOSPC grows the disk.
+//! loop-mounted XFS image per worktree: the memory cap OOM-kills an allocator over it, the CPU
+//! cap holds a busy loop, resize applies live or waits for approval, and ENOSPC grows the disk.
 #![allow(clippy::unwrap_used)]
 
 mod workspace_support;
+#[path = "workspace_support/repo.rs"]
+mod repo;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -378,23 +380,7 @@ impl Drop for Images {
 }
 
 fn repo_with_setup(dir: &Path, setup: &str) -> PathBuf {
-    let repo = dir.join("repo");
-    std::fs::create_dir_all(repo.join(".dockwarden")).unwrap();
-    let settings = json!({ "scripts": { "setup": setup } });
-    std::fs::write(repo.join(".dockwarden/settings.json"), settings.to_string()).unwrap();
-    let git = |args: &[&str]| {
-        let st = Command::new("git")
-            .args(["-c", "user.email=t@t", "-c", "user.name=t"])
-            .args(args)
-            .current_dir(&repo)
-            .status()
-            .unwrap();
-        assert!(st.success());
-    };
-    git(&["init", "-q"]);
-    git(&["add", "."]);
-    git(&["commit", "-qm", "setup"]);
-    repo
+    repo::repo_with(dir, "repo", &json!({ "scripts": { "setup": setup } }))
 }
 
 #[test]
