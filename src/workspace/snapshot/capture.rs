@@ -591,14 +591,16 @@ struct Read1 {
 }
 
 /// Sorted entry names of the directory open at `fd`, with the I/O error kept as is (a
-/// directory removed while open lists as `NotFound`).
+/// directory removed while open lists as `NotFound`). Reads a duplicate of `fd` (no path
+/// lookup, unlike listing `/proc/self/fd/N`).
 fn list(fd: &OwnedFd) -> std::io::Result<Vec<CString>> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::ffi::OsStrExt;
     let mut out = Vec::new();
-    for ent in std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))? {
+    for ent in rustix::fs::Dir::new(fd.try_clone()?)? {
         let ent = ent?;
-        out.push(CString::new(ent.file_name().as_bytes()).map_err(std::io::Error::other)?);
+        let name = ent.file_name();
+        if name != c"." && name != c".." {
+            out.push(name.to_owned());
+        }
     }
     out.sort();
     Ok(out)

@@ -90,26 +90,13 @@ impl Index {
     }
 
     fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::default();
-        w.raw(MAGIC);
-        w.i64(self.recorded_at_ns);
-        w.varint(self.files.len() as u64);
-        let mut paths: Vec<&String> = self.files.keys().collect();
-        paths.sort();
-        for p in paths {
-            let (st, hash) = &self.files[p];
-            w.path(p);
-            w.varint(st.dev);
-            w.varint(st.ino);
-            w.varint(u64::from(st.mode));
-            w.varint(st.size);
-            w.i64(st.mtime_ns);
-            w.i64(st.ctime_ns);
-            w.raw(&unhex32(hash).unwrap_or([0; 32]));
-        }
-        let sum = blake3::hash(&w.buf);
-        w.raw(sum.as_bytes());
-        w.buf
+        let mut files: Vec<(&str, &Stat, &str)> = self
+            .files
+            .iter()
+            .map(|(p, (st, h))| (p.as_str(), st, h.as_str()))
+            .collect();
+        files.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        encode_sorted(self.recorded_at_ns, &files)
     }
 
     fn decode(body: &[u8]) -> R<Index> {
@@ -162,12 +149,66 @@ pub fn load(path: &Path) -> Option<Index> {
     Index::decode(&body).ok()
 }
 
+/// The encoding of an index whose entries are sorted by path (each path once). Pure.
+fn encode_sorted<P: AsRef<str>, H: AsRef<str>>(
+    recorded_at_ns: i64,
+    files: &[(P, &Stat, H)],
+) -> Vec<u8> {
+    // About 60 bytes an entry: one allocation for a whole tree.
+    let mut w = Writer::default();
+    w.buf.reserve(64 + files.len() * 64);
+    w.raw(MAGIC);
+    w.i64(recorded_at_ns);
+    w.varint(files.len() as u64);
+    for (p, st, hash) in files {
+        w.path(p.as_ref());
+        w.varint(st.dev);
+        w.varint(st.ino);
+        w.varint(u64::from(st.mode));
+        w.varint(st.size);
+        w.i64(st.mtime_ns);
+        w.i64(st.ctime_ns);
+        w.raw(&unhex32(hash.as_ref()).unwrap_or([0; 32]));
+    }
+    let sum = blake3::hash(&w.buf);
+    w.raw(sum.as_bytes());
+    w.buf
+}
+
 /// Writes an index with temp + rename (no fsync: it is a cache, and a torn one fails its
 /// checksum and is ignored).
 pub fn store(path: &Path, index: &Index) -> std::io::Result<()> {
+    write_body(path, &index.encode())
+}
+
+/// Writes the index of a capture straight from its `(path, stat, hash)` list, without
+/// building the map a lookup needs: sorts it by path (a path listed twice keeps its last
+/// entry, as a map would).
+pub fn store_entries(
+    path: &Path,
+    recorded_at_ns: i64,
+    files: &mut Vec<(String, Stat, String)>,
+) -> std::io::Result<()> {
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    dedup_keep_last(files);
+    let view: Vec<(&str, &Stat, &str)> = files
+        .iter()
+        .map(|(p, st, h)| (p.as_str(), st, h.as_str()))
+        .collect();
+    write_body(path, &encode_sorted(recorded_at_ns, &view))
+}
+
+/// Of runs of equal paths in a sorted list, keeps the last.
+fn dedup_keep_last(files: &mut Vec<(String, Stat, String)>) {
+    files.reverse();
+    files.dedup_by(|later, kept| later.0 == kept.0);
+    files.reverse();
+}
+
+fn write_body(path: &Path, body: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
     let mut f = fs::File::create(&tmp)?;
-    f.write_all(&index.encode())?;
+    f.write_all(body)?;
     drop(f);
     fs::rename(&tmp, path)
 }
@@ -265,5 +306,30 @@ mod tests {
         let body = fs::read(&p).expect("reads");
         fs::write(&p, &body[..body.len() - 3]).expect("writes");
         assert!(load(&p).is_none());
+    }
+
+    #[test]
+    fn an_index_written_from_a_capture_list_equals_the_map_encoding() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut idx = Index {
+            recorded_at_ns: 7,
+            ..Default::default()
+        };
+        // Out of order, with one path listed twice (the later entry wins, as in a map).
+        let mut list = vec![
+            ("b/c".to_string(), st(5, 6), "01".repeat(32)),
+            ("a".to_string(), st(1, 2), "23".repeat(32)),
+            ("b".to_string(), st(9, 9), "45".repeat(32)),
+            ("b".to_string(), st(3, 4), "67".repeat(32)),
+        ];
+        for (p, s, h) in &list {
+            idx.files.insert(p.clone(), (*s, h.clone()));
+        }
+        let p = path_for(dir.path(), 3, 4);
+        store_entries(&p, 7, &mut list).expect("stores");
+        assert_eq!(fs::read(&p).expect("reads"), idx.encode());
+        let back = load(&p).expect("loads");
+        assert_eq!(back.files, idx.files);
+        assert_eq!(back.files["b"].1, "67".repeat(32));
     }
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use std::os::unix::fs::MetadataExt;
 
 use super::capture::{Walker, blob_path, open_root};
-use super::index::{self, Index};
+use super::index;
 use super::manifest::{EntryKind, Manifest, VERSION, sha256_hex};
 use super::pack::{Object, PackIndex};
 use super::{Captured, ProgressFn, SnapshotStore, par};
@@ -225,7 +225,11 @@ impl SnapshotStore for LocalSnapshotStore {
             packs: &packs,
             staging,
             index: index.as_ref(),
-            previous: previous.map(Manifest::file_index).unwrap_or_default(),
+            // The previous manifest stands in only for a missing index.
+            previous: previous
+                .filter(|_| index.is_none())
+                .map(Manifest::file_index)
+                .unwrap_or_default(),
             previous_at_ns: previous
                 .map(|p| i64::try_from(p.created_at_ms).unwrap_or(i64::MAX / 1_000_000) * 1_000_000)
                 .unwrap_or(0),
@@ -250,15 +254,7 @@ impl SnapshotStore for LocalSnapshotStore {
         };
         let manifest_sha256 = self.write_manifest(&m)?;
         // Only now are all the hashes it names durable blobs.
-        let next = Index {
-            recorded_at_ns: started_ns,
-            files: walked
-                .index
-                .into_iter()
-                .map(|(p, st, h)| (p, (st, h)))
-                .collect(),
-        };
-        if let Err(e) = index::store(&index_path, &next) {
+        if let Err(e) = index::store_entries(&index_path, started_ns, &mut walked.index) {
             tracing::warn!(error = %e, "snapshot stat index not written");
         }
         progress(walked.counters);
