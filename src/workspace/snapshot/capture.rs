@@ -69,11 +69,6 @@ fn recently_changed(st: &Stat) -> bool {
     st.ctime_ns.max(st.mtime_ns) > now_ns.saturating_sub(1_000_000_000)
 }
 
-/// Path of a blob in the store.
-pub(super) fn blob_path(blobs: &Path, hash: &str) -> PathBuf {
-    blobs.join(&hash[..2]).join(hash)
-}
-
 /// Opens the root of a tree for walking.
 pub(super) fn open_root(root: &Path) -> WsResult<OwnedFd> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
@@ -562,7 +557,7 @@ impl Walker<'_> {
     /// True if the store has `hash`, packed or loose.
     fn stored(&self, hash: &str) -> bool {
         unhex32(hash).is_some_and(|h| self.packs.get(&h).is_some())
-            || blob_path(self.blobs, hash).exists()
+            || super::blob::exists(self.blobs, hash)
     }
 
     /// True if this capture must store `hash` (no blob has it and no worker staged it).

@@ -1,8 +1,9 @@
-//! Copy-on-write restores of loose blobs: `FICLONE` (rustix's safe wrapper) shares the
-//! blob's extents with the restored file on XFS (reflink) and btrfs, so a fork writes no
-//! data. Packed objects are compressed and cannot be shared; this is why files above the
-//! pack limit stay whole blobs. The clone is still checked: the blob is read and hashed
-//! (reading is much cheaper than writing), and a mismatch fails the restore.
+//! Copy-on-write restores of raw loose blobs: `FICLONE` (rustix's safe wrapper) shares
+//! the blob's extents with the restored file on XFS (reflink) and btrfs, so a fork writes
+//! no data. Packed objects and compressed blobs cannot be shared; this is why a store whose
+//! filesystem can clone keeps files above the pack limit as raw blobs (`blob.rs` probes it
+//! once per store). The clone is still checked: the blob is read and hashed (reading is
+//! much cheaper than writing), and a mismatch fails the restore.
 
 use std::fs::File;
 

@@ -1,7 +1,8 @@
 //! A content-addressed snapshot store on the local filesystem.
 //!
-//! Layout: `blobs/<2 hex>/<hash>` (file contents, shared by all snapshots and forks; BLAKE3,
-//! or SHA-256 for version 1 manifests), `manifests/<id>.json` (binary from version 2 on;
+//! Layout: `blobs/<2 hex>/<hash>[.zst]` (contents of large files, shared by all snapshots
+//! and forks; raw where the filesystem can clone them, else zstd: [`super::blob`]; BLAKE3,
+//! or SHA-256 for version 1 manifests), `packs/` (small files), `manifests/<id>.json` (binary from version 2 on;
 //! the name is kept), `index/<dev>-<ino>` (stat index of each worktree, a cache), `tmp/`
 //! (staging; emptied on start).
 //! A capture writes new blobs to `tmp/`, syncs the filesystem, renames them into `blobs/`,
@@ -17,7 +18,8 @@ use std::time::Duration;
 
 use std::os::unix::fs::MetadataExt;
 
-use super::capture::{Walker, blob_path, open_root};
+use super::blob::{self, Kind};
+use super::capture::{Walker, open_root};
 use super::index;
 use super::manifest::{EntryKind, Manifest, VERSION, sha256_hex};
 use super::pack::{Object, PackIndex};
@@ -40,6 +42,9 @@ pub struct LocalSnapshotStore {
     /// Captures and restores read; garbage collection writes.
     gc_lock: RwLock<()>,
     delay: Option<Duration>,
+    /// New loose blobs are compressed: the store's filesystem cannot clone files, so a raw
+    /// blob could only be copied anyway (probed when the store opens).
+    compress_blobs: bool,
 }
 
 fn sync_dir(path: &Path) -> WsResult<()> {
@@ -84,6 +89,20 @@ impl LocalSnapshotStore {
         self
     }
 
+    /// A store that writes raw loose blobs whatever its filesystem (tests of old stores and
+    /// of the copy fallback).
+    #[cfg(test)]
+    pub(super) fn with_raw_blobs(mut self) -> Self {
+        self.compress_blobs = false;
+        self
+    }
+
+    /// True if new loose blobs are compressed (the filesystem cannot clone).
+    #[cfg(test)]
+    pub(super) fn compresses_blobs(&self) -> bool {
+        self.compress_blobs
+    }
+
     /// Opens the store under `root`, clearing leftovers of interrupted captures.
     pub fn open(root: &Path) -> WsResult<Self> {
         let store = LocalSnapshotStore {
@@ -98,6 +117,7 @@ impl LocalSnapshotStore {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .map(Duration::from_millis),
+            compress_blobs: false,
         };
         if store.tmp.exists() {
             fs::remove_dir_all(&store.tmp).map_err(|e| WsError::io(&store.tmp, e))?;
@@ -112,6 +132,12 @@ impl LocalSnapshotStore {
             fs::create_dir_all(dir).map_err(|e| WsError::io(dir, e))?;
         }
         *store.packs_mut()? = PackIndex::load(&store.packs_dir)?;
+        let reflink = blob::probe_reflink(&store.tmp).map_err(|e| WsError::io(&store.tmp, e))?;
+        let store = LocalSnapshotStore {
+            compress_blobs: !reflink,
+            ..store
+        };
+        tracing::debug!(snapshot.reflink = reflink, "snapshot store opened");
         for shard in 0..=255u8 {
             let dir = store.blobs.join(format!("{shard:02x}"));
             fs::create_dir_all(&dir).map_err(|e| WsError::io(&dir, e))?;
@@ -163,10 +189,12 @@ impl LocalSnapshotStore {
         if staged.is_empty() && packs.is_empty() {
             return Ok(());
         }
+        let kinds = self.compress_staged(staged)?;
         syncfs(staging)?;
-        par::for_each(staged, 256, |(tmp, hash)| {
-            let dest = blob_path(&self.blobs, hash);
-            fs::rename(tmp, &dest).map_err(|e| WsError::io(&dest, e))
+        par::for_each(&kinds, 256, |(tmp, hash, kind)| {
+            let src = blob::staged_path(tmp, *kind);
+            let dest = blob::path(&self.blobs, hash, *kind);
+            fs::rename(&src, &dest).map_err(|e| WsError::io(&dest, e))
         })?;
         let mut placed = Vec::with_capacity(packs.len());
         for (i, (tmp, objects)) in packs.into_iter().enumerate() {
@@ -181,6 +209,29 @@ impl LocalSnapshotStore {
             index.add(name, &objects);
         }
         Ok(())
+    }
+
+    /// Compresses staged blobs where the store keeps them compressed (before the `syncfs`,
+    /// so a raw staging file that is replaced is usually never written back); returns each
+    /// with the kind it is published as.
+    fn compress_staged(&self, staged: &[(PathBuf, String)]) -> WsResult<Vec<(PathBuf, String, Kind)>> {
+        if !self.compress_blobs {
+            return Ok(staged
+                .iter()
+                .map(|(p, h)| (p.clone(), h.clone(), Kind::Raw))
+                .collect());
+        }
+        let out = std::sync::Mutex::new(Vec::with_capacity(staged.len()));
+        par::for_each(staged, 1, |(tmp, hash)| {
+            let len = fs::metadata(tmp).map_err(|e| WsError::io(tmp, e))?.len();
+            let kind = blob::compress_staged(tmp, len).map_err(|e| WsError::io(tmp, e))?;
+            out.lock()
+                .map_err(|_| WsError::Internal("blob compression lock poisoned".into()))?
+                .push((tmp.clone(), hash.clone(), kind));
+            Ok(())
+        })?;
+        out.into_inner()
+            .map_err(|_| WsError::Internal("blob compression lock poisoned".into()))
     }
 
     /// Writes the manifest with temp + fsync + rename; returns its checksum.
@@ -356,7 +407,7 @@ fn sweep_blobs(blobs: &Path, live: &HashSet<String>) -> WsResult<u64> {
                 .file_name()
                 .and_then(|s| s.to_str())
                 .unwrap_or_default();
-            if !live.contains(name) {
+            if !live.contains(blob::hash_of_name(name)) {
                 fs::remove_file(&blob).map_err(|e| WsError::io(&blob, e))?;
                 removed += 1;
             }

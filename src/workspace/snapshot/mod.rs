@@ -1,5 +1,6 @@
 //! Snapshots: the `SnapshotStore` seam and a local content-addressed implementation.
 
+mod blob;
 mod capture;
 mod clone;
 mod codec;
@@ -86,6 +87,8 @@ pub trait SnapshotStore: Send + Sync {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_blobs;
 #[cfg(test)]
 mod tests_faults;
 #[cfg(test)]

@@ -24,8 +24,8 @@ const INDEX_MAGIC: &[u8; 4] = b"DWPI";
 const ENTRY: usize = 32 + 8 + 4 + 4;
 const TRAILER: usize = 4 + 32 + 4;
 
-/// Contents up to this size go into packs; larger ones stay whole (loose) blobs, which a
-/// copy-on-write restore can clone.
+/// Contents up to this size go into packs; larger ones are loose blobs (`blob.rs`): raw
+/// where a copy-on-write restore can clone them, else compressed whole.
 pub(super) const PACK_MAX: u64 = 1 << 20;
 /// A pack is closed once it holds this many (compressed) bytes.
 const PACK_TARGET: u64 = 64 << 20;

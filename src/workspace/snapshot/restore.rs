@@ -20,7 +20,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
-use super::capture::blob_path;
+use super::blob::{self, Kind};
 use super::codec::unhex32;
 use super::pack::{self, PACK_MAX, PackIndex};
 use super::index::{self, Index, Stat};
@@ -28,8 +28,8 @@ use super::manifest::{Entry, EntryKind, Manifest, hex, safe_rel_path};
 use super::{Progress, ProgressFn, par};
 use crate::workspace::error::{WsError, WsResult};
 
-/// Blobs up to this size are read whole; larger ones are streamed.
-const IN_MEMORY: u64 = 8 << 20;
+/// Loose blobs are read (and written) in pieces of this size.
+const CHUNK: usize = 1 << 20;
 
 fn corrupt(m: &Manifest, detail: String) -> WsError {
     WsError::CorruptSnapshot {
@@ -288,6 +288,17 @@ fn set_mtime(path: &Path, mtime_ns: i64) -> WsResult<()> {
     .map_err(|e| WsError::errno(path, e))
 }
 
+/// Creates a file to restore into, with the permission bits of `mode` (less the umask;
+/// `finish_file` sets the rest).
+fn create(target: &Path, mode: u32) -> WsResult<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode & 0o777)
+        .open(target)
+        .map_err(|e| WsError::io(target, e))
+}
+
 struct Ctx<'a> {
     m: &'a Manifest,
     store: &'a Objects<'a>,
@@ -400,78 +411,63 @@ impl Ctx<'_> {
             if hasher.hex() != hash {
                 return Err(corrupt(m, format!("packed object `{hash}` fails its checksum")));
             }
-            let mut dst = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(mode & 0o777)
-                .open(target)
-                .map_err(|e| WsError::io(target, e))?;
+            let mut dst = create(target, mode)?;
             dst.write_all(&data).map_err(|e| WsError::io(target, e))?;
             return self.finish_file(dst, target, mode, mtime_ns);
         }
-        let src_path = blob_path(self.store.blobs, hash);
-        let mut src = File::open(&src_path)
+        let (src_path, kind) = blob::find(self.store.blobs, hash)
+            .ok_or_else(|| corrupt(m, format!("blob `{hash}` is missing")))?;
+        let src = File::open(&src_path)
             .map_err(|e| corrupt(m, format!("blob `{hash}` unreadable: {e}")))?;
-        let mut dst = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode & 0o777)
-            .open(target)
-            .map_err(|e| WsError::io(target, e))?;
-        let mut hasher = Hasher::for_version(m.version);
-        if size > PACK_MAX
-            && super::clone::try_clone(&dst, &src).map_err(|e| WsError::io(target, e))?
-        {
-            // Shared extents: check what they hold, write nothing.
-            let mut buf = vec![0u8; 1 << 20];
-            loop {
-                let n = src.read(&mut buf).map_err(|e| WsError::io(&src_path, e))?;
-                if n == 0 {
-                    break;
-                }
-                hasher.update(&buf[..n]);
-            }
-            if hasher.hex() != hash {
-                return Err(corrupt(m, format!("blob `{hash}` fails its checksum")));
-            }
+        let mut dst = create(target, mode)?;
+        // A raw blob is cloned where the filesystem can (shared extents: nothing written,
+        // but what they hold is still read and checked); otherwise it is copied.
+        let cloned = kind == Kind::Raw
+            && size > PACK_MAX
+            && super::clone::try_clone(&dst, &src).map_err(|e| WsError::io(target, e))?;
+        let content = blob::reader(src, kind)
+            .map_err(|e| corrupt(m, format!("blob `{hash}` unreadable: {e}")))?;
+        let sink = (!cloned).then_some((&mut dst, target));
+        self.read_checked(hash, size, content, sink)?;
+        if cloned {
             self.cloned.fetch_add(1, Ordering::Relaxed);
-            return self.finish_file(dst, target, mode, mtime_ns);
-        }
-        if size <= IN_MEMORY {
-            // One read past the expected size tells a longer blob.
-            let mut buf = vec![0u8; size as usize + 1];
-            let mut n = 0;
-            loop {
-                let k = src
-                    .read(&mut buf[n..])
-                    .map_err(|e| WsError::io(&src_path, e))?;
-                n += k;
-                if k == 0 || n == buf.len() {
-                    break;
-                }
-            }
-            hasher.update(&buf[..n]);
-            if hasher.hex() != hash {
-                return Err(corrupt(m, format!("blob `{hash}` fails its checksum")));
-            }
-            dst.write_all(&buf[..n])
-                .map_err(|e| WsError::io(target, e))?;
-        } else {
-            let mut buf = vec![0u8; 1 << 20];
-            loop {
-                let n = src.read(&mut buf).map_err(|e| WsError::io(&src_path, e))?;
-                if n == 0 {
-                    break;
-                }
-                hasher.update(&buf[..n]);
-                dst.write_all(&buf[..n])
-                    .map_err(|e| WsError::io(target, e))?;
-            }
-            if hasher.hex() != hash {
-                return Err(corrupt(m, format!("blob `{hash}` fails its checksum")));
-            }
         }
         self.finish_file(dst, target, mode, mtime_ns)
+    }
+
+    /// The one read-and-hash loop of loose blobs: reads `content` to its end (at most one
+    /// byte past `size`, so a damaged compressed blob cannot fill the disk), hashing it and
+    /// writing it to `sink` if there is one, and fails with `CorruptSnapshot` unless it is
+    /// `size` bytes with the hash `hash`.
+    fn read_checked(
+        &self,
+        hash: &str,
+        size: u64,
+        content: impl Read,
+        mut sink: Option<(&mut File, &Path)>,
+    ) -> WsResult<()> {
+        let m = self.m;
+        let mut content = content.take(size.saturating_add(1));
+        let mut hasher = Hasher::for_version(m.version);
+        let mut buf = vec![0u8; usize::try_from(size.saturating_add(1)).map_or(CHUNK, |n| n.min(CHUNK))];
+        let mut read = 0u64;
+        loop {
+            let n = match content.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(corrupt(m, format!("blob `{hash}` unreadable: {e}"))),
+            };
+            hasher.update(&buf[..n]);
+            read += n as u64;
+            if let Some((dst, target)) = sink.as_mut() {
+                dst.write_all(&buf[..n]).map_err(|e| WsError::io(*target, e))?;
+            }
+        }
+        if read != size || hasher.hex() != hash {
+            return Err(corrupt(m, format!("blob `{hash}` fails its checksum")));
+        }
+        Ok(())
     }
 
     /// One packed object's content (not yet checked against its hash).

@@ -100,7 +100,9 @@ fn corrupted_blobs_and_manifests_are_refused() {
             _ => None,
         })
         .unwrap();
-    std::fs::write(root.join("blobs").join(&sha[..2]).join(&sha), b"evil!").unwrap();
+    // Whichever kind the store wrote (raw, or `.zst` where the filesystem cannot clone).
+    let (blob, _) = super::blob::find(&root.join("blobs"), &sha).unwrap();
+    std::fs::write(blob, b"evil!").unwrap();
     let err = store
         .restore(&m, &dir.path().join("dest"), None, &|_| {})
         .unwrap_err();
