@@ -6,8 +6,8 @@
 #   ROUNDS=3 (default) KEEP=1 (keep the work dir) WORK=/path (default: a temp dir)
 #   SNAPSHOT_TOOL=/path/to/snapshot_scale_tool   # another build; the README is not touched
 #
-# Builds a deterministic node_modules-like tree (packages of small .js/.json files, a few
-# larger files, .bin symlinks), then, ROUNDS times and alternating the tools within each
+# Builds a deterministic node_modules-like tree (packages of small .js/.json files of
+# pseudo-random source text, a few larger minified bundles and .node binaries, .bin symlinks), then, ROUNDS times and alternating the tools within each
 # round, measures: first snapshot, incremental of the unchanged tree, incremental after 1%
 # of files changed, restore into an empty directory, and fork (restore + baseline capture).
 # Warm caches (this machine is shared: no cache dropping). Prints a Markdown table of the
@@ -39,9 +39,37 @@ TREE=$WORK/tree
 echo "building a $FILES-file tree in $TREE" >&2
 python3 - "$TREE" "$FILES" <<'PY'
 import os, random, sys
+from array import array
 root, n = sys.argv[1], int(sys.argv[2])
 rng = random.Random(16)
 words = [bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz_") for _ in range(rng.randint(3, 10))) for _ in range(2000)]
+# Contents are pseudo-random with their own seed, so the tree's shape (names, sizes) is the
+# one earlier runs measured: no file is a line repeated. Text is a stream of tokens (a word
+# of a Zipf-weighted vocabulary and a punctuation) drawn from 65536 slots; source files have
+# a line break every ~10 tokens, minified bundles none. `.node` binaries are random bytes
+# through a skewed byte table (zstd-3 keeps ~70% of them; real ELF objects compress better).
+crng = random.Random(1616)
+def slots(newline):
+    out, rank = [], 0
+    while len(out) < 65536:
+        w = words[rank % len(words)]
+        for _ in range(max(1, 9000 // (rank + 1))):
+            p = crng.choice([b" ", b".", b"(", b")", b",", b" = ", b"{", b"}", b"=>", b":", b";"])
+            if newline and crng.random() < 0.1:
+                p = b";\n"
+            out.append(w + p)
+        rank += 1
+    return out[:65536]
+SOURCE, MINIFIED = slots(True), slots(False)
+BYTE_TABLE = bytes(([0] * 96) + ([0xff] * 16) + ([0x48] * 8) + list(range(1, 137)))
+def text(size, table):
+    toks = array("H", crng.randbytes(2 * (size // 6 + 16)))
+    body = b"".join(map(table.__getitem__, toks))
+    while len(body) < size:
+        body += b"".join(map(table.__getitem__, array("H", crng.randbytes(2 * (size // 6 + 16)))))
+    return body[:size]
+def binary(size):
+    return crng.randbytes(size).translate(BYTE_TABLE)
 made = 0
 pkg = 0
 os.makedirs(root, exist_ok=True)
@@ -59,11 +87,15 @@ while made < n:
             break
         d = rng.choice(subdirs)
         size = int(rng.paretovariate(1.2) * 600)
-        if made % 997 == 0:
+        large = made % 997 == 0
+        if large:
             size = rng.randint(1, 8) << 20
-        line = b" ".join(rng.choice(words) for _ in range(12)) + b";\n"
-        body = (line * (size // len(line) + 1))[:size]
+        header = b"// " + b" ".join(rng.choice(words) for _ in range(12)) + b";\n"
         ext = rng.choice([".js", ".js", ".json", ".d.ts", ".md"])
+        if large and (made // 997) % 2 == 1:
+            ext, body = ".node", binary(size)
+        else:
+            body = (header + text(size, MINIFIED if large else SOURCE))[:size]
         with open(os.path.join(base, d, f"f{i}{ext}"), "wb") as f:
             f.write(body)
         made += 1
