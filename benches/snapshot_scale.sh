@@ -184,20 +184,21 @@ for r in $(seq 1 "$ROUNDS"); do
 	t cp_restore cp -a "$R/cp" "$R/cp-restored"
 	t rsync_restore rsync -a "$R/rsync/" "$R/rsync-restored/"
 	t restic_restore restic -q --repo "$R/restic" restore latest --target "$R/restic-restored"
-	# fork: restore + baseline capture from the restore's index
-	t dw_fork "$TOOL" fork "$S" s3 "$R/fork" f1
-	# Allocated bytes (a 4 KiB block per small file counts as 4 KiB), without the stat
-	# index (a cache); restic's repository as it is.
+	# Bytes after the 3 snapshots, before the fork adds a fourth manifest: allocated (a
+	# 4 KiB block per small file counts as 4 KiB), without the stat index (a cache);
+	# restic's repository as it is.
 	T[dw_store]+="$(($(du -s --block-size=1 "$S" | cut -f1) - $(du -s --block-size=1 "$S/index" | cut -f1))) "
 	T[restic_store]+="$(du -s --block-size=1 "$R/restic" | cut -f1) "
 	T[tar_store]+="$(($(stat -c %s "$R/full.tar") + $(stat -c %s "$R/inc0.tar") + $(stat -c %s "$R/inc1.tar"))) "
+	# fork: restore + baseline capture from the restore's index
+	t dw_fork "$TOOL" fork "$S" s3 "$R/fork" f1
 	diff -r --no-dereference "$TREE" "$R/dw-restored" >/dev/null || { echo "restored tree differs" >&2; exit 1; }
 	rm -rf "$R"
 done
 
 med() { tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
 kib() { tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%d MiB", a[int((NR+1)/2)]/1024}'; }
-mib() { tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%d MiB", a[int((NR+1)/2)]/1048576}'; }
+mib() { tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.1f MiB", a[int((NR+1)/2)]/1048576}'; }
 TABLE=$(
 	cat <<EOF
 Tree: $NF files, $ND dirs, $NL symlinks, $((BYTES >> 20)) MiB (SCALE_FILES=$FILES); medians of $ROUNDS rounds, seconds, warm caches, $(nproc) shared cores; $(date -u +%Y-%m-%d).
