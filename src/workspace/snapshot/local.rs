@@ -2,9 +2,9 @@
 //!
 //! Layout: `blobs/<2 hex>/<hash>[.zst]` (contents of large files, shared by all snapshots
 //! and forks; raw where the filesystem can clone them, else zstd: [`super::blob`]; BLAKE3,
-//! or SHA-256 for version 1 manifests), `packs/` (small files), `manifests/<id>.json` (binary from version 2 on;
-//! the name is kept), `index/<dev>-<ino>` (stat index of each worktree, a cache), `tmp/`
-//! (staging; emptied on start).
+//! or SHA-256 for version 1 manifests), `packs/` (small files), `manifests/<id>.json`
+//! (binary from version 2 on; the name is kept), `index/<dev>-<ino>` (stat index of each
+//! worktree, a cache), `tmp/` (staging; emptied on start).
 //! A capture writes new blobs to `tmp/`, syncs the filesystem, renames them into `blobs/`,
 //! syncs again, then writes the manifest with temp + fsync + rename. A crash at any point
 //! leaves at worst unreferenced files, which `collect_garbage` removes.
@@ -214,7 +214,10 @@ impl LocalSnapshotStore {
     /// Compresses staged blobs where the store keeps them compressed (before the `syncfs`,
     /// so a raw staging file that is replaced is usually never written back); returns each
     /// with the kind it is published as.
-    fn compress_staged(&self, staged: &[(PathBuf, String)]) -> WsResult<Vec<(PathBuf, String, Kind)>> {
+    fn compress_staged(
+        &self,
+        staged: &[(PathBuf, String)],
+    ) -> WsResult<Vec<(PathBuf, String, Kind)>> {
         if !self.compress_blobs {
             return Ok(staged
                 .iter()

@@ -449,7 +449,8 @@ impl Ctx<'_> {
         let m = self.m;
         let mut content = content.take(size.saturating_add(1));
         let mut hasher = Hasher::for_version(m.version);
-        let mut buf = vec![0u8; usize::try_from(size.saturating_add(1)).map_or(CHUNK, |n| n.min(CHUNK))];
+        let len = usize::try_from(size.saturating_add(1)).map_or(CHUNK, |n| n.min(CHUNK));
+        let mut buf = vec![0u8; len];
         let mut read = 0u64;
         loop {
             let n = match content.read(&mut buf) {
