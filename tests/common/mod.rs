@@ -311,16 +311,19 @@ impl Proxy {
         } else {
             Engine { name: "private", socket: PathBuf::from(upstream), netns: None, prefix: None }
         };
-        let p = Proxy { child, dir, socket, workspace, audit, engine };
+        let mut p = Proxy { child, dir, socket, workspace, audit, engine };
         p.wait_ready();
         p
     }
 
-    fn wait_ready(&self) {
+    fn wait_ready(&mut self) {
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(20) {
             if UnixStream::connect(&self.socket).is_ok() {
                 return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("proxy exited before serving ({status}); log:\n{}", self.log());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
