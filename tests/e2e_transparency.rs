@@ -19,7 +19,8 @@ fn engines() -> Vec<(&'static str, &'static str)> {
     if Path::new(ENGINE26).exists() {
         v.push(("26.1", ENGINE26));
     } else {
-        eprintln!("skip 26.1: {ENGINE26} does not exist");
+        assert!(!common::engine_required("26.1"), "Engine 26.1 is required (DW_ENGINES_REQUIRED) but {ENGINE26} does not exist");
+        eprintln!("skipped: Engine 26.1: {ENGINE26} does not exist");
     }
     v
 }
@@ -27,7 +28,7 @@ fn engines() -> Vec<(&'static str, &'static str)> {
 fn have_docker_py() -> bool {
     let ok = Command::new(PY).args(["-c", "import docker"]).status().is_ok_and(|s| s.success());
     if !ok {
-        eprintln!("skip: python3-docker is not installed (CI installs Debian's package)");
+        eprintln!("skipped: python3-docker is not installed (CI installs Debian's package)");
     }
     ok
 }
@@ -99,7 +100,8 @@ fn network_created_without_subnet_is_joinable_when_the_daemon_is_in_another_netn
         return;
     }
     if !Path::new(ENGINE26).exists() || !Path::new("/run/netns/docker26").exists() {
-        eprintln!("skip: the 26.1 engine in /run/netns/docker26 is not running");
+        assert!(!common::engine_required("26.1"), "Engine 26.1 is required (DW_ENGINES_REQUIRED) but is not running in /run/netns/docker26");
+        eprintln!("skipped: the 26.1 engine in /run/netns/docker26 is not running");
         return;
     }
     let p = proxy(ENGINE26, &[]);
