@@ -134,13 +134,13 @@ fn policy_file(dir: &Path, profile: &str) -> String {
     path.to_str().expect("utf8").to_owned()
 }
 
-#[test]
-fn prune_containers_and_images_work_only_under_the_private_daemon_profile() {
+/// On a private daemon of each engine's version (prune on the shared ones would delete other
+/// tests' objects).
+fn prune_containers_and_images_work_only_under_the_private_daemon_profile(e: &common::Engine) {
     if !have_docker_py() {
         return;
     }
-    // A private daemon: prune on the shared ones would delete other tests' objects.
-    let d = PrivateDaemon::start("prune");
+    let d = PrivateDaemon::start_on(e, "prune");
     let sock = d.socket.to_str().expect("utf8").to_owned();
     let cid = ok(d.cli(&["create", IMAGE, "true"]));
     let img = ok(d.cli(&["commit", &cid])).trim_start_matches("sha256:").to_owned();
@@ -161,8 +161,10 @@ fn prune_containers_and_images_work_only_under_the_private_daemon_profile() {
     let images = out["images"]["ok"]["ImagesDeleted"].as_array().cloned().unwrap_or_default();
     assert!(images.iter().any(|i| i["Deleted"].as_str().is_some_and(|x| x.contains(&img))), "prune images: {out}");
     assert!(!stdout(&d.cli(&["ps", "-aq", "--no-trunc"])).contains(&cid));
-    eprintln!("pruned {} container(s) and {} image record(s) under the private-daemon profile", deleted.len(), images.len());
+    eprintln!("engine {}: pruned {} container(s) and {} image record(s) under the private-daemon profile", e.name, deleted.len(), images.len());
 }
+
+common::per_engine!(prune_containers_and_images_work_only_under_the_private_daemon_profile);
 
 #[test]
 fn compose_style_namespaced_sysctls_run_and_host_namespace_ones_are_refused() {
