@@ -59,6 +59,11 @@ impl Tracker {
         while !data.is_empty() {
             data = match &mut self.state {
                 State::Done => return,
+                State::Head(buf) if buf.is_empty() && let Some(end) = whole_head(data) => {
+                    // The whole head in this read: parsed where it lies, not copied.
+                    self.state = self.on_head(&data[..end]);
+                    &data[end..]
+                }
                 State::Head(buf) => {
                     let (line_done, used) = take_until_blank_line(buf, data);
                     if line_done {
@@ -177,21 +182,26 @@ impl Tracker {
     }
 }
 
+/// The length of the head at the start of `data` when all of it is there, for the common
+/// case of a read that starts with a request line (no leading empty lines): the head ends at
+/// the first `\n` that closes `\n\n` or `\r\n\r\n`.
+fn whole_head(data: &[u8]) -> Option<usize> {
+    if !data.first().is_some_and(|b| *b != b'\r' && *b != b'\n') {
+        return None;
+    }
+    let mut from = 0;
+    while let Some(off) = data[from..].iter().position(|&b| b == b'\n') {
+        let i = from + off;
+        if (i >= 1 && data[i - 1] == b'\n') || (i >= 3 && &data[i - 3..i] == b"\r\n\r") {
+            return Some(i + 1);
+        }
+        from = i + 1;
+    }
+    None
+}
+
 /// Appends bytes to `buf` until the head's blank line; returns (found, bytes consumed).
 fn take_until_blank_line(buf: &mut Vec<u8>, data: &[u8]) -> (bool, usize) {
-    // The common case, a whole head in one read with no leading empty lines: one scan, one copy.
-    // The head ends at the first `\n` that closes `\n\n` or `\r\n\r\n`: one scan from `\n` to `\n`.
-    if buf.is_empty() && data.first().is_some_and(|b| *b != b'\r' && *b != b'\n') {
-        let mut from = 0;
-        while let Some(off) = data[from..].iter().position(|&b| b == b'\n') {
-            let i = from + off;
-            if (i >= 1 && data[i - 1] == b'\n') || (i >= 3 && &data[i - 3..i] == b"\r\n\r") {
-                buf.extend_from_slice(&data[..=i]);
-                return (true, i + 1);
-            }
-            from = i + 1;
-        }
-    }
     for (i, &b) in data.iter().enumerate() {
         buf.push(b);
         if b == b'\n' && (buf.ends_with(b"\r\n\r\n") || buf.ends_with(b"\n\n")) {
