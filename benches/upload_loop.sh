@@ -23,7 +23,7 @@ TMP=$(mktemp -d /tmp/dwup.XXXXXX)
 PIDS=() CTR=dwup-$$-$RANDOM
 cleanup() {
     set +e
-    docker -H "unix://$DAEMON" rm -f "$CTR" >/dev/null 2>&1
+    for k in $(seq 1 ${#BINS[@]}); do docker -H "unix://$DAEMON" rm -f "$CTR-$k" >/dev/null 2>&1; done
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
     rm -rf "$TMP"
 }
@@ -47,8 +47,17 @@ fi
 for s in "${SOCKS[@]}"; do
     for _ in $(seq 100); do [ -S "$s" ] && break; sleep 0.1; done
 done
-# Made through the first proxy: dockwarden refuses containers it did not create.
-DOCKER_HOST="unix://${SOCKS[1]}" docker run -d --name "$CTR" "$IMAGE" sleep 3600 >/dev/null
+# One container per dockwarden, made through it (it refuses containers it did not create);
+# direct and the bare forwarder use the first.
+CTRS=()
+for k in "${!NAMES[@]}"; do
+    if [ "$k" -ge 1 ] && [ "$k" -le ${#BINS[@]} ]; then
+        DOCKER_HOST="unix://${SOCKS[$k]}" docker run -d --name "$CTR-$k" "$IMAGE" sleep 3600 >/dev/null
+        CTRS+=("$CTR-$k")
+    else
+        CTRS+=("$CTR-1")
+    fi
+done
 head -c $((MIB << 20)) /dev/urandom >"$TMP/blob"
 tar -C "$TMP" -cf "$TMP/up.tar" blob
 rm "$TMP/blob"
@@ -61,7 +70,7 @@ for r in $(seq "$ROUNDS"); do
         j=$(((k + r) % n))
         t=$(curl -sS -o /dev/null -w '%{time_total} %{http_code}' --unix-socket "${SOCKS[$j]}" -X PUT \
             "${hdr[@]}" -H 'Content-Type: application/x-tar' --data-binary "@$TMP/up.tar" \
-            "http://docker/v1.41/containers/$CTR/archive?path=/tmp")
+            "http://docker/v1.41/containers/${CTRS[$j]}/archive?path=/tmp")
         set -- $t
         [ "$2" = 200 ] || { echo "${NAMES[$j]}: HTTP $2" >&2; exit 1; }
         echo "sample ${NAMES[$j]} $(python3 -c "print(f'{$MIB / $1:.1f}')") MiB/s"
