@@ -14,10 +14,10 @@ pub struct Peer {
     pub pid: Option<i32>,
 }
 
-/// One audit record.
-#[derive(Debug, Serialize)]
+/// One audit record, written as one JSON line by `super::audit_line`.
+#[derive(Debug)]
 pub struct Record<'a> {
-    pub time: String,
+    pub time: Timestamp,
     pub peer: Peer,
     pub method: &'a str,
     pub path: &'a str,
@@ -31,27 +31,46 @@ pub struct Record<'a> {
 
 /// Where audit lines go: a file opened for append, or stderr.
 pub struct AuditLog {
-    out: Mutex<Box<dyn Write + Send>>,
+    out: Mutex<Out>,
 }
+
+/// The destination and the line buffer, reused for every record (one allocation per log,
+/// not per request).
+struct Out {
+    w: Box<dyn Write + Send>,
+    line: Vec<u8>,
+}
+
+/// Lines longer than this give their buffer back after being written.
+const KEEP_LINE: usize = 16 * 1024;
 
 impl AuditLog {
     pub fn stderr() -> Self {
-        Self { out: Mutex::new(Box::new(std::io::stderr())) }
+        Self::new(Box::new(std::io::stderr()))
     }
 
     pub fn file(path: &std::path::Path) -> std::io::Result<Self> {
         let f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
-        Ok(Self { out: Mutex::new(Box::new(f)) })
+        Ok(Self::new(Box::new(f)))
+    }
+
+    fn new(w: Box<dyn Write + Send>) -> Self {
+        Self { out: Mutex::new(Out { w, line: Vec::with_capacity(1024) }) }
     }
 
     /// Writes one line with one `write` (the file is unbuffered). A record that cannot be
     /// written is an error the caller must act on: an allowed request is then refused, never
     /// forwarded unaudited (`ProxyError::Audit`).
     pub fn write(&self, rec: &Record<'_>) -> Result<(), AuditError> {
-        let mut line = serde_json::to_vec(rec).map_err(|e| AuditError(e.to_string()))?;
-        line.push(b'\n');
         let mut out = self.out.lock().map_err(|_| AuditError("the audit writer panicked earlier".into()))?;
-        out.write_all(&line).and_then(|()| out.flush()).map_err(|e| {
+        let Out { w, line } = &mut *out;
+        line.clear();
+        super::audit_line::encode(rec, line);
+        let res = w.write_all(line).and_then(|()| w.flush());
+        if line.capacity() > KEEP_LINE {
+            *line = Vec::with_capacity(1024);
+        }
+        res.map_err(|e| {
             tracing::error!(error = %e, "audit log write failed; the request is refused");
             AuditError(e.to_string())
         })
@@ -63,35 +82,52 @@ impl AuditLog {
 #[error("cannot write the audit record: {0}")]
 pub struct AuditError(pub String);
 
-/// The current time as RFC 3339 UTC with milliseconds.
-///
-/// Written digit by digit: `format!` with eight padded fields was ~3,300 instructions of the
-/// ~66,000 a proxied `/_ping` costs (callgrind, benches/README.md).
-pub fn now_rfc3339() -> String {
-    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, dd) = civil_from_days(days as i64);
-    let mut out = String::with_capacity(24);
-    let mut put = |v: u64, width: usize, after: char| {
-        let mut digits = [b'0'; 4];
-        let mut v = v;
-        for slot in digits[..width].iter_mut().rev() {
-            *slot = b'0' + (v % 10) as u8;
-            v /= 10;
-        }
-        digits[..width].iter().for_each(|c| out.push(char::from(*c)));
-        out.push(after);
-    };
-    put(y.clamp(0, 9999) as u64, 4, '-');
-    put(u64::from(m), 2, '-');
-    put(u64::from(dd), 2, 'T');
-    put(rem / 3600, 2, ':');
-    put(rem % 3600 / 60, 2, ':');
-    put(rem % 60, 2, '.');
-    put(u64::from(d.subsec_millis()), 3, 'Z');
-    out
+/// A record's time: taken when the record is made, written as RFC 3339 UTC with
+/// milliseconds when the line is encoded.
+#[derive(Debug, Clone, Copy)]
+pub struct Timestamp(std::time::Duration);
+
+impl Timestamp {
+    pub fn now() -> Self {
+        Self(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default())
+    }
+
+    /// Appends the 24 bytes of `2026-12-01T20:15:43.123Z`, digit by digit: `format!` with
+    /// eight padded fields was ~3,300 instructions of the ~66,000 a proxied `/_ping` cost
+    /// (callgrind, benches/README.md).
+    pub fn write_rfc3339(&self, out: &mut Vec<u8>) {
+        let d = self.0;
+        let secs = d.as_secs();
+        let (days, rem) = (secs / 86_400, secs % 86_400);
+        let (y, m, dd) = civil_from_days(days as i64);
+        let mut put = |v: u64, width: usize, after: u8| {
+            let mut digits = [b'0'; 4];
+            let mut v = v;
+            for slot in digits[..width].iter_mut().rev() {
+                *slot = b'0' + (v % 10) as u8;
+                v /= 10;
+            }
+            out.extend_from_slice(&digits[..width]);
+            out.push(after);
+        };
+        put(y.clamp(0, 9999) as u64, 4, b'-');
+        put(u64::from(m), 2, b'-');
+        put(u64::from(dd), 2, b'T');
+        put(rem / 3600, 2, b':');
+        put(rem % 3600 / 60, 2, b':');
+        put(rem % 60, 2, b'.');
+        put(u64::from(d.subsec_millis()), 3, b'Z');
+    }
 }
+
+impl std::fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = Vec::with_capacity(24);
+        self.write_rfc3339(&mut out);
+        f.write_str(&String::from_utf8_lossy(&out))
+    }
+}
+
 
 /// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
@@ -110,7 +146,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 mod tests {
     #[test]
     fn timestamps_have_the_rfc3339_shape() {
-        let t = super::now_rfc3339();
+        let t = super::Timestamp::now().to_string();
         assert_eq!(t.len(), 24, "{t}");
         let b = t.as_bytes();
         assert_eq!((b[4], b[7], b[10], b[13], b[16], b[19], b[23]), (b'-', b'-', b'T', b':', b':', b'.', b'Z'), "{t}");
@@ -126,7 +162,7 @@ mod tests {
     #[test]
     fn a_record_that_cannot_be_written_is_an_error() {
         let rec = super::Record {
-            time: super::now_rfc3339(),
+            time: super::Timestamp::now(),
             peer: super::Peer::default(),
             method: "GET",
             path: "/_ping",
