@@ -3,7 +3,6 @@
 
 pub mod archive;
 pub mod audit;
-mod audit_line;
 pub mod body;
 pub mod containers;
 pub mod error;
