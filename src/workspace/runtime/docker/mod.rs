@@ -170,7 +170,14 @@ impl DockerRuntime {
         let fresh = !l.data_root.join("image").exists();
         netns::create(&l.netns).map_err(io_err(&l.netns))?;
         let routes = crate::hostnet::routes().unwrap_or_default();
-        let conf = dockerd::config(&l, &dockerd::addresses(spec.uid, &routes));
+        let addrs = match dockerd::addresses(spec.uid, &routes) {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = netns::release(&l.netns);
+                return Err(WsError::Internal(e.to_string()));
+            }
+        };
+        let conf = dockerd::config(&l, &addrs);
         std::fs::write(&l.daemon_json, conf.to_string()).map_err(io_err(&l.daemon_json))?;
         let mut daemon =
             dockerd::spawn(&self.cfg.dockerd, &l).map_err(io_err(&self.cfg.dockerd))?;
