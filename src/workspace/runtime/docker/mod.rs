@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod dockerd;
+pub mod leftovers;
 pub mod netns;
 pub mod proxy;
 
@@ -30,6 +31,8 @@ use crate::workspace::model::ExecResult;
 const READY_WITHIN: Duration = Duration::from_secs(60);
 /// Seconds a container gets to stop before it is killed.
 const STOP_SECS: u32 = 3;
+/// How long processes left in a cgroup, and then the cgroup itself, get to go.
+const CGROUP_GONE_WITHIN: Duration = Duration::from_secs(5);
 
 /// What `serve` configures for the docker-compose runtime.
 #[derive(Debug, Clone)]
@@ -314,7 +317,7 @@ impl DockerRuntime {
         for m in dockerd::mounts_under(&l.dir) {
             let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
         }
-        remove_cgroups(&l.cgroup_name);
+        leftovers::remove_cgroups(&l.cgroup_name, CGROUP_GONE_WITHIN).await;
         for d in [&l.dir, &l.shim_dir] {
             if d.exists() {
                 std::fs::remove_dir_all(d).map_err(io_err(d))?;
@@ -385,6 +388,12 @@ async fn stop_daemon(l: &Layout, child: Option<std::process::Child>) -> bool {
     for pid in dockerd::pids_mentioning(&l.exec_root) {
         dockerd::terminate(pid, Duration::from_secs(2)).await;
     }
+    // Containers its shims left running (a daemon killed before it stopped them): the
+    // containers' cgroup lists every one.
+    let n = leftovers::kill_all_in(&l.cgroup_name, CGROUP_GONE_WITHIN).await;
+    if n > 0 {
+        warn!(cgroup = %l.cgroup_name, processes = n, "killed container processes left without their daemon");
+    }
     for m in dockerd::mounts_under(&l.exec_root) {
         let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
     }
@@ -410,55 +419,44 @@ async fn clear_leftovers(l: &Layout) {
 }
 
 /// Stops whatever runtime a workspace directory without a record still holds and unmounts
-/// what it left (its cgroup name is found in the proxy's arguments, if the proxy runs).
+/// what it left. Its cgroup name is the one `start` recorded in `docker/cgroup`; with the
+/// record gone, every process still in that workspace cgroup is killed and the cgroup removed.
 pub async fn sweep(ws_dir: &Path) {
-    let l = Layout::new(ws_dir, 0);
+    let mut l = Layout::new(ws_dir, 0);
     if !l.dir.exists() {
         return;
+    }
+    let recorded = std::fs::read_to_string(l.dir.join("cgroup")).ok();
+    let ws = recorded.as_deref().and_then(recorded_workspace_cgroup);
+    if let Some(name) = &recorded
+        && ws.is_some()
+    {
+        l.cgroup_name = name.trim().to_string();
     }
     clear_leftovers(&l).await;
     for m in dockerd::mounts_under(&l.dir) {
         let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
     }
-    // The record is gone, so the workspace's whole cgroup goes (the containers' parent is
-    // its child): the first segment of the recorded name.
-    if let Ok(name) = std::fs::read_to_string(l.dir.join("cgroup"))
-        && let Some(ws) = name.trim().split('/').next()
-        && ws.starts_with("dockwarden_ws_")
-        && ws.len() > 14
-        && ws[14..].bytes().all(|b| b.is_ascii_digit())
-    {
-        remove_cgroups(ws);
-    }
-}
-
-/// Removes the workspace's parent cgroup (and any empty child) on every hierarchy.
-fn remove_cgroups(name: &str) {
-    let root = Path::new("/sys/fs/cgroup");
-    let mut dirs = vec![root.join(name)];
-    if let Ok(rd) = std::fs::read_dir(root) {
-        dirs.extend(rd.flatten().map(|e| e.path().join(name)));
-    }
-    for d in dirs {
-        rmdir_tree(&d);
-    }
-}
-
-fn rmdir_tree(d: &Path) {
-    let Ok(meta) = std::fs::symlink_metadata(d) else {
-        return;
-    };
-    if !meta.is_dir() {
-        return;
-    }
-    if let Ok(rd) = std::fs::read_dir(d) {
-        for e in rd.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                rmdir_tree(&e.path());
-            }
+    if let Some(ws) = ws {
+        let n = leftovers::kill_all_in(ws, CGROUP_GONE_WITHIN).await;
+        if n > 0 {
+            warn!(cgroup = %ws, processes = n, "killed processes of a workspace with no record");
         }
+        leftovers::remove_cgroups(ws, CGROUP_GONE_WITHIN).await;
     }
-    let _ = std::fs::remove_dir(d);
+}
+
+/// Pure: the workspace cgroup (`dockwarden_ws_<digits>`) of a recorded container parent
+/// name, or None when the record is not one.
+pub fn recorded_workspace_cgroup(recorded: &str) -> Option<&str> {
+    let mut parts = recorded.trim().split('/');
+    let ws = parts.next()?;
+    let digits = ws.strip_prefix("dockwarden_ws_")?;
+    let rest: Vec<&str> = parts.collect();
+    (!digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (rest.is_empty() || rest == ["containers"]))
+    .then_some(ws)
 }
 
 impl Runtime for DockerRuntime {
@@ -529,5 +527,32 @@ impl Runtime for DockerRuntime {
             }
             None => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_workspace_cgroup_record_is_trusted() {
+        assert_eq!(
+            recorded_workspace_cgroup("dockwarden_ws_43302/containers\n"),
+            Some("dockwarden_ws_43302")
+        );
+        assert_eq!(recorded_workspace_cgroup("dockwarden_ws_7"), Some("dockwarden_ws_7"));
+        for bad in [
+            "",
+            "dockwarden_ws_",
+            "dockwarden_ws_12x/containers",
+            "system.slice",
+            "../dockwarden_ws_1",
+            "dockwarden_ws_1/../../init.scope",
+            "dockwarden_ws_1/containers/x",
+        ] {
+            assert_eq!(recorded_workspace_cgroup(bad), None, "{bad}");
+        }
+        let l = Layout::new(Path::new("/s/workspaces/a"), 43302);
+        assert_eq!(recorded_workspace_cgroup(&l.cgroup_name), Some("dockwarden_ws_43302"));
     }
 }
