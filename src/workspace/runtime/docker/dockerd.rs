@@ -77,6 +77,8 @@ pub fn config(layout: &Layout, addrs: &Addresses) -> serde_json::Value {
         "exec-root": layout.exec_root,
         "pidfile": layout.pidfile,
         "hosts": [format!("unix://{}", layout.daemon_socket.display())],
+        // Its own containerd, started before it (`containerd.rs`).
+        "containerd": super::containerd::Paths::of(layout).socket,
         "group": "root",
         "bip": addrs.bip,
         "default-address-pools": [{ "base": addrs.pool, "size": 24 }],
@@ -253,6 +255,10 @@ mod tests {
         assert_eq!(c["log-opts"]["max-file"], "3");
         assert_eq!(c["hosts"][0], "unix:///state/ws/a/docker/docker.sock");
         assert_eq!(c["live-restore"], false);
+        assert_eq!(
+            c["containerd"],
+            "/state/ws/a/docker/exec/containerd/containerd.sock"
+        );
     }
 
     #[test]

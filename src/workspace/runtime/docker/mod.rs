@@ -9,6 +9,7 @@
 //! INVARIANT: `up` returns only once the daemon and the proxy both answer `/_ping`.
 
 pub mod api;
+pub mod containerd;
 pub mod dockerd;
 pub mod leftovers;
 pub mod netns;
@@ -116,6 +117,7 @@ fn command_path(layout: &Layout) -> String {
 }
 
 struct Instance {
+    containerd: std::process::Child,
     dockerd: std::process::Child,
     proxy: std::process::Child,
 }
@@ -181,16 +183,54 @@ impl DockerRuntime {
             }
         };
         let conf = dockerd::config(&l, &addrs);
-        std::fs::write(&l.daemon_json, conf.to_string()).map_err(io_err(&l.daemon_json))?;
-        let mut daemon =
-            dockerd::spawn(&self.cfg.dockerd, &l).map_err(io_err(&self.cfg.dockerd))?;
+        if let Err(e) = std::fs::write(&l.daemon_json, conf.to_string()) {
+            let _ = netns::release(&l.netns);
+            return Err(WsError::io(&l.daemon_json, e));
+        }
+        // containerd first, listening before dockerd dials it (see `containerd.rs`).
+        let Some(ctd_bin) = containerd::binary(&self.cfg.dockerd) else {
+            let _ = netns::release(&l.netns);
+            return Err(WsError::Internal(format!(
+                "no containerd next to `{}` or on its PATH",
+                self.cfg.dockerd.display()
+            )));
+        };
+        let mut ctd = match containerd::spawn(&ctd_bin, &self.cfg.dockerd, &l) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = netns::release(&l.netns);
+                return Err(WsError::io(&ctd_bin, e));
+            }
+        };
+        let ctd_socket = containerd::Paths::of(&l).socket;
+        let listening = containerd::wait_listening(&ctd_socket, READY_WITHIN, || {
+            matches!(ctd.try_wait(), Ok(None))
+        })
+        .await;
+        if !listening {
+            reap(Some(ctd));
+            let _ = netns::release(&l.netns);
+            return Err(WsError::Internal(format!(
+                "the workspace's containerd did not start; see `{}`",
+                containerd::Paths::of(&l).log.display()
+            )));
+        }
+        let mut daemon = match dockerd::spawn(&self.cfg.dockerd, &l) {
+            Ok(d) => d,
+            Err(e) => {
+                stop_daemon(&l, None).await;
+                reap(Some(ctd));
+                let _ = netns::release(&l.netns);
+                return Err(WsError::io(&self.cfg.dockerd, e));
+            }
+        };
         let ready = api::wait_ping(&l.daemon_socket, READY_WITHIN, || {
             matches!(daemon.try_wait(), Ok(None))
         })
         .await;
         if !ready {
-            let _ = daemon.kill();
-            let _ = daemon.wait();
+            stop_daemon(&l, Some(daemon)).await;
+            reap(Some(ctd));
             let _ = netns::release(&l.netns);
             return Err(WsError::Internal(format!(
                 "the workspace's dockerd did not become ready; see `{}`",
@@ -201,8 +241,8 @@ impl DockerRuntime {
         if fresh {
             for tar in &self.cfg.preload {
                 if let Err(e) = api::load_image(&l.daemon_socket, tar).await {
-                    let _ = daemon.kill();
-                    let _ = daemon.wait();
+                    stop_daemon(&l, Some(daemon)).await;
+                    reap(Some(ctd));
                     let _ = netns::release(&l.netns);
                     return Err(WsError::Internal(format!(
                         "preloading `{}` into the workspace's daemon: {e}",
@@ -212,22 +252,26 @@ impl DockerRuntime {
             }
         }
         // dockerd makes it 0660 root:root; the directory is 0700 already, this is belt and braces.
-        std::fs::set_permissions(&l.daemon_socket, std::fs::Permissions::from_mode(0o600))
-            .map_err(io_err(&l.daemon_socket))?;
-        let policy = proxy::policy_text().map_err(WsError::Internal);
+        let policy = std::fs::set_permissions(
+            &l.daemon_socket,
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .map_err(io_err(&l.daemon_socket))
+        .and_then(|()| proxy::policy_text().map_err(WsError::Internal));
         if let Err(e) = policy
             .and_then(|text| std::fs::write(&l.policy, text).map_err(|e| WsError::io(&l.policy, e)))
         {
-            let _ = daemon.kill();
-            let _ = daemon.wait();
+            stop_daemon(&l, Some(daemon)).await;
+            reap(Some(ctd));
             let _ = netns::release(&l.netns);
             return Err(e);
         }
         let mut proxy = match proxy::spawn(&self.cfg.exe, &l, &spec.worktree, spec.uid, spec.gid) {
             Ok(p) => p,
             Err(e) => {
-                let _ = daemon.kill();
-                let _ = daemon.wait();
+                stop_daemon(&l, Some(daemon)).await;
+                reap(Some(ctd));
+                let _ = netns::release(&l.netns);
                 return Err(WsError::io(&self.cfg.exe, e));
             }
         };
@@ -239,6 +283,7 @@ impl DockerRuntime {
             let _ = proxy.kill();
             let _ = proxy.wait();
             stop_daemon(&l, Some(daemon)).await;
+            reap(Some(ctd));
             let _ = netns::release(&l.netns);
             return Err(WsError::Internal(format!(
                 "the workspace's dockwarden proxy did not become ready; see `{}`",
@@ -250,6 +295,7 @@ impl DockerRuntime {
             m.insert(
                 spec.workspace_id.clone(),
                 Instance {
+                    containerd: ctd,
                     dockerd: daemon,
                     proxy,
                 },
@@ -289,16 +335,18 @@ impl DockerRuntime {
                     .map(|(_, name, _)| format!("container {name}")),
             );
         }
-        let (daemon, proxy) = match inst {
-            Some(i) => (Some(i.dockerd), Some(i.proxy)),
-            None => (None, None),
+        let (daemon, proxy, ctd) = match inst {
+            Some(i) => (Some(i.dockerd), Some(i.proxy), Some(i.containerd)),
+            None => (None, None, None),
         };
         if stop_proxy(&l, proxy).await {
             stopped.push("dockwarden proxy".into());
         }
+        // dockerd stops its containers through containerd, which `stop_daemon` ends next.
         if stop_daemon(&l, daemon).await {
             stopped.push("dockerd".into());
         }
+        reap(ctd);
         if netns::exists(&l.netns) {
             stopped.push("network namespace".into());
         }
@@ -523,7 +571,9 @@ impl Runtime for DockerRuntime {
         };
         match m.get_mut(&spec.workspace_id) {
             Some(i) => {
-                matches!(i.dockerd.try_wait(), Ok(None)) && matches!(i.proxy.try_wait(), Ok(None))
+                matches!(i.containerd.try_wait(), Ok(None))
+                    && matches!(i.dockerd.try_wait(), Ok(None))
+                    && matches!(i.proxy.try_wait(), Ok(None))
             }
             None => false,
         }
