@@ -1,6 +1,7 @@
 //! The workspace's private dockerd: its generated `daemon.json`, start in the workspace's
 //! network namespace, readiness, and stop. Data root, exec root, pidfile and socket are the
-//! workspace's own; dockerd starts and manages its own containerd.
+//! workspace's own; so is its containerd, which the runtime starts first (`containerd.rs`)
+//! and dockerd is pointed at.
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
