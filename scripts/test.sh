@@ -42,7 +42,9 @@ status=0
     DW_WORKSPACE_ENGINE=26.1 DOCKWARDEN_TEST_DOCKERD="${DW_ENGINE26_PREFIX:-/opt/docker26}/usr/sbin/dockerd" \
       cargo test --release --test e2e_docker_workspace -- --test-threads=2
   else
-    echo "skipped: e2e_docker_workspace on Engine 26.1: no dockerd under ${DW_ENGINE26_PREFIX:-/opt/docker26}"
+    # DW_ENGINES_REQUIRED names 26.1: a missing engine fails the run, it is never a skip.
+    echo "error: e2e_docker_workspace on Engine 26.1: no dockerd under ${DW_ENGINE26_PREFIX:-/opt/docker26}"
+    false
   fi
 } >"$log" 2>&1 || status=$?
 grep -E '^ +Running |^engine 26.1 for workspaces|^test result|^test .* (FAILED|ignored)$|^(skip|SKIPPED)|^skipped:|^go_differential|^oracle|parallel creates|past the budget|fork loop|creates were allowed|^error' "$log" || true
