@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use std::os::unix::fs::MetadataExt;
 
-use super::capture::{Walker, blob_path, open_root};
+use super::capture::{Walker, blob_path_of, open_root};
+use super::digest::{self, Digest};
 use super::index;
 use super::manifest::{EntryKind, Manifest, VERSION, sha256_hex};
 use super::pack::{Object, PackIndex};
@@ -157,7 +158,7 @@ impl LocalSnapshotStore {
         &self,
         id: &str,
         staging: &Path,
-        staged: &[(PathBuf, String)],
+        staged: &[(PathBuf, Digest)],
         packs: Vec<(PathBuf, Vec<Object>)>,
     ) -> WsResult<()> {
         if staged.is_empty() && packs.is_empty() {
@@ -165,7 +166,7 @@ impl LocalSnapshotStore {
         }
         syncfs(staging)?;
         par::for_each(staged, 256, |(tmp, hash)| {
-            let dest = blob_path(&self.blobs, hash);
+            let dest = blob_path_of(&self.blobs, hash);
             fs::rename(tmp, &dest).map_err(|e| WsError::io(&dest, e))
         })?;
         let mut placed = Vec::with_capacity(packs.len());
@@ -254,7 +255,7 @@ impl SnapshotStore for LocalSnapshotStore {
         };
         let manifest_sha256 = self.write_manifest(&m)?;
         // Only now are all the hashes it names durable blobs.
-        if let Err(e) = index::store_entries(&index_path, started_ns, &mut walked.index) {
+        if let Err(e) = index::store_walked(&index_path, started_ns, &m.entries, &walked.stats) {
             tracing::warn!(error = %e, "snapshot stat index not written");
         }
         progress(walked.counters);
@@ -346,7 +347,7 @@ impl SnapshotStore for LocalSnapshotStore {
     }
 }
 
-fn sweep_blobs(blobs: &Path, live: &HashSet<String>) -> WsResult<u64> {
+fn sweep_blobs(blobs: &Path, live: &HashSet<Digest>) -> WsResult<u64> {
     let mut removed = 0;
     for shard in fs::read_dir(blobs).map_err(|e| WsError::io(blobs, e))? {
         let shard = shard.map_err(|e| WsError::io(blobs, e))?.path();
@@ -356,7 +357,8 @@ fn sweep_blobs(blobs: &Path, live: &HashSet<String>) -> WsResult<u64> {
                 .file_name()
                 .and_then(|s| s.to_str())
                 .unwrap_or_default();
-            if !live.contains(name) {
+            // A name that is no hash is no blob of a live manifest either.
+            if !digest::parse(name).is_some_and(|h| live.contains(&h)) {
                 fs::remove_file(&blob).map_err(|e| WsError::io(&blob, e))?;
                 removed += 1;
             }
