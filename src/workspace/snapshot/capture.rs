@@ -214,7 +214,9 @@ impl Walker<'_> {
                 .finish()?,
             ..Walked::default()
         };
-        let mut found = Vec::new();
+        let parts: Vec<Walked> = parts.collect();
+        // One allocation of the exact size: no growth copies while the workers' lists live.
+        let mut found = Vec::with_capacity(parts.iter().map(|p| p.found.len()).sum());
         for p in parts {
             found.extend(p.found);
             out.skipped.extend(p.skipped);
@@ -239,7 +241,9 @@ impl Walker<'_> {
             };
             found.retain(|(e, _)| !under_gone(&e.path));
         }
-        (out.entries, out.stats) = found.into_iter().unzip();
+        out.stats = found.iter().map(|(_, st)| *st).collect();
+        // Collected in place (the buffer of `found` is reused): no second list of entries.
+        out.entries = found.into_iter().map(|(e, _)| e).collect();
         out.skipped.sort();
         Ok(out)
     }

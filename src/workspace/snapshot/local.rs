@@ -202,8 +202,9 @@ impl LocalSnapshotStore {
     }
 }
 
-impl SnapshotStore for LocalSnapshotStore {
-    fn capture(
+impl LocalSnapshotStore {
+    /// [`SnapshotStore::capture`] without the memory hand-back.
+    fn capture_tree(
         &self,
         id: &str,
         root: &Path,
@@ -270,6 +271,22 @@ impl SnapshotStore for LocalSnapshotStore {
             changed_while_read: walked.changed_while_read,
         })
     }
+}
+
+impl SnapshotStore for LocalSnapshotStore {
+    fn capture(
+        &self,
+        id: &str,
+        root: &Path,
+        previous: Option<&Manifest>,
+        progress: ProgressFn<'_>,
+    ) -> WsResult<Captured> {
+        let captured = self.capture_tree(id, root, previous, progress);
+        // The walk's lists (a few hundred bytes a file) are freed by now; without this glibc
+        // keeps their pages, and a long-lived service stays at its peak while idle.
+        crate::proxy::memory::release_free_memory();
+        captured
+    }
 
     fn load(&self, id: &str, sha256: &str) -> WsResult<Manifest> {
         let path = self.manifest_path(id);
@@ -303,7 +320,9 @@ impl SnapshotStore for LocalSnapshotStore {
             packs_dir: &self.packs_dir,
             packs: &packs,
         };
-        super::restore::restore(m, &store, &self.index, dest, owner, progress)
+        let restored = super::restore::restore(m, &store, &self.index, dest, owner, progress);
+        crate::proxy::memory::release_free_memory();
+        restored
     }
 
     fn collect_garbage(&self, keep: &[String]) -> WsResult<u64> {
