@@ -42,4 +42,6 @@ api POST /v1/workspaces/big/snapshot >/dev/null
 PEAK=$(field VmHWM)
 sleep 10
 IDLE=$(field VmRSS)
+# Where the idle memory is: the largest resident mappings.
+awk '/^[0-9a-f]+-[0-9a-f]+ /{m=$0} /^Rss:/{print $2, m}' "/proc/$PID/smaps" | sort -rn >"$WORK/svc-idle-maps.txt" || true
 echo "service_rss $START $PEAK1 $PEAK $IDLE"
