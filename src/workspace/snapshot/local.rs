@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use std::os::unix::fs::MetadataExt;
 
-use super::capture::{Walker, blob_path, open_root};
+use super::capture::{Walker, blob_path_of, open_root};
+use super::digest::{self, Digest};
 use super::index;
 use super::manifest::{EntryKind, Manifest, VERSION, sha256_hex};
 use super::pack::{Object, PackIndex};
@@ -157,7 +158,7 @@ impl LocalSnapshotStore {
         &self,
         id: &str,
         staging: &Path,
-        staged: &[(PathBuf, String)],
+        staged: &[(PathBuf, Digest)],
         packs: Vec<(PathBuf, Vec<Object>)>,
     ) -> WsResult<()> {
         if staged.is_empty() && packs.is_empty() {
@@ -165,7 +166,7 @@ impl LocalSnapshotStore {
         }
         syncfs(staging)?;
         par::for_each(staged, 256, |(tmp, hash)| {
-            let dest = blob_path(&self.blobs, hash);
+            let dest = blob_path_of(&self.blobs, hash);
             fs::rename(tmp, &dest).map_err(|e| WsError::io(&dest, e))
         })?;
         let mut placed = Vec::with_capacity(packs.len());
@@ -201,8 +202,9 @@ impl LocalSnapshotStore {
     }
 }
 
-impl SnapshotStore for LocalSnapshotStore {
-    fn capture(
+impl LocalSnapshotStore {
+    /// [`SnapshotStore::capture`] without the memory hand-back.
+    fn capture_tree(
         &self,
         id: &str,
         root: &Path,
@@ -254,7 +256,7 @@ impl SnapshotStore for LocalSnapshotStore {
         };
         let manifest_sha256 = self.write_manifest(&m)?;
         // Only now are all the hashes it names durable blobs.
-        if let Err(e) = index::store_entries(&index_path, started_ns, &mut walked.index) {
+        if let Err(e) = index::store_walked(&index_path, started_ns, &m.entries, &walked.stats) {
             tracing::warn!(error = %e, "snapshot stat index not written");
         }
         progress(walked.counters);
@@ -268,6 +270,22 @@ impl SnapshotStore for LocalSnapshotStore {
             vanished: walked.vanished,
             changed_while_read: walked.changed_while_read,
         })
+    }
+}
+
+impl SnapshotStore for LocalSnapshotStore {
+    fn capture(
+        &self,
+        id: &str,
+        root: &Path,
+        previous: Option<&Manifest>,
+        progress: ProgressFn<'_>,
+    ) -> WsResult<Captured> {
+        let captured = self.capture_tree(id, root, previous, progress);
+        // The walk's lists (a few hundred bytes a file) are freed by now; without this glibc
+        // keeps their pages, and a long-lived service stays at its peak while idle.
+        crate::proxy::memory::release_free_memory();
+        captured
     }
 
     fn load(&self, id: &str, sha256: &str) -> WsResult<Manifest> {
@@ -302,7 +320,9 @@ impl SnapshotStore for LocalSnapshotStore {
             packs_dir: &self.packs_dir,
             packs: &packs,
         };
-        super::restore::restore(m, &store, &self.index, dest, owner, progress)
+        let restored = super::restore::restore(m, &store, &self.index, dest, owner, progress);
+        crate::proxy::memory::release_free_memory();
+        restored
     }
 
     fn collect_garbage(&self, keep: &[String]) -> WsResult<u64> {
@@ -346,7 +366,7 @@ impl SnapshotStore for LocalSnapshotStore {
     }
 }
 
-fn sweep_blobs(blobs: &Path, live: &HashSet<String>) -> WsResult<u64> {
+fn sweep_blobs(blobs: &Path, live: &HashSet<Digest>) -> WsResult<u64> {
     let mut removed = 0;
     for shard in fs::read_dir(blobs).map_err(|e| WsError::io(blobs, e))? {
         let shard = shard.map_err(|e| WsError::io(blobs, e))?.path();
@@ -356,7 +376,8 @@ fn sweep_blobs(blobs: &Path, live: &HashSet<String>) -> WsResult<u64> {
                 .file_name()
                 .and_then(|s| s.to_str())
                 .unwrap_or_default();
-            if !live.contains(name) {
+            // A name that is no hash is no blob of a live manifest either.
+            if !digest::parse(name).is_some_and(|h| live.contains(&h)) {
                 fs::remove_file(&blob).map_err(|e| WsError::io(&blob, e))?;
                 removed += 1;
             }

@@ -3,6 +3,7 @@
 mod capture;
 mod clone;
 mod codec;
+mod digest;
 mod gc;
 mod index;
 mod local;
@@ -14,6 +15,7 @@ mod restore;
 use std::path::Path;
 
 pub use local::LocalSnapshotStore;
+pub use digest::Digest;
 pub use manifest::{Entry, EntryKind, Manifest};
 
 use crate::workspace::error::WsResult;
