@@ -58,7 +58,7 @@ fn env() -> Environment {
 
 /// Answers every query the way a healthy daemon and a tidy workspace would.
 fn fake_facts(qs: Vec<FactQuery>) -> Facts {
-    let mut f = Facts { env: env(), ..Facts::default() };
+    let mut f = Facts { env: env().into(), ..Facts::default() };
     for q in qs {
         match q {
             FactQuery::HostPath(p) => {

@@ -196,6 +196,12 @@ for r in $(seq 1 "$ROUNDS"); do
 	rm -rf "$R"
 done
 
+# The service itself: peak and idle RSS of `dockwarden serve` snapshotting the same tree
+# (first snapshot and an unchanged incremental through its API; needs root).
+cargo build --release --bin dockwarden >/dev/null 2>&1 || true
+read -r _ SVC_START SVC_PEAK1 SVC_PEAK SVC_IDLE < <(benches/snapshot_scale_service.sh "$TREE" "$WORK" target/release/dockwarden | grep '^service_rss' || echo "service_rss 0 0 0 0")
+echo "service RSS (KiB): start $SVC_START, peak after the first snapshot $SVC_PEAK1, peak $SVC_PEAK, idle 10 s later $SVC_IDLE" >&2
+
 med() { tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
 kib() { tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%d MiB", a[int((NR+1)/2)]/1024}'; }
 mib() { tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.1f MiB", a[int((NR+1)/2)]/1048576}'; }
@@ -212,6 +218,7 @@ Tree: $NF files, $ND dirs, $NL symlinks, $((BYTES >> 20)) MiB (SCALE_FILES=$FILE
 | fork (restore + baseline) | $(med dw_fork) | = restore | | | |
 | bytes stored after 3 snapshots (allocated; tar: archive sizes) | $(mib dw_store) | $(mib tar_store) | | | $(mib restic_store) |
 | peak RSS of the first snapshot | $(kib dw_rss) | | | | $(kib restic_rss) |
+| \`dockwarden serve\` RSS: peak (first + unchanged snapshot) / idle 10 s after | $((SVC_PEAK >> 10)) / $((SVC_IDLE >> 10)) MiB | | | | |
 EOF
 )
 echo "$TABLE"

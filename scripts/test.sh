@@ -16,6 +16,9 @@ export DOCKER_HOST=unix:///var/run/docker.sock
 export DW_ENGINE20_SOCK=/var/run/docker.sock
 export DW_ENGINE26_SOCK="$D26_SOCK" DW_ENGINE26_NETNS="$D26_NETNS_PATH" DW_ENGINE26_PREFIX="$D26_PREFIX"
 export DW_ENGINES_REQUIRED="20.10 26.1" DW_COMPOSE_REQUIRED="v1 v2"
+# The engine e2e_docker_workspace's private daemons must report (the 26.1 run below sets its
+# own); with it set, that suite fails instead of skipping.
+export DW_WORKSPACE_ENGINE=20.10
 cli=/usr/bin/docker; [ -x /usr/local/bin/docker ] && cli=/usr/local/bin/docker
 for e in "20.10 $DW_ENGINE20_SOCK host" "26.1 $DW_ENGINE26_SOCK $DW_ENGINE26_NETNS"; do
   set -- $e
@@ -36,10 +39,12 @@ status=0
   # this one gives every workspace an Engine 26.1 dockerd.
   if [ -x "${DW_ENGINE26_PREFIX:-/opt/docker26}/usr/sbin/dockerd" ]; then
     echo "engine 26.1 for workspaces: e2e_docker_workspace again with DOCKWARDEN_TEST_DOCKERD"
-    DOCKWARDEN_TEST_DOCKERD="${DW_ENGINE26_PREFIX:-/opt/docker26}/usr/sbin/dockerd" \
+    DW_WORKSPACE_ENGINE=26.1 DOCKWARDEN_TEST_DOCKERD="${DW_ENGINE26_PREFIX:-/opt/docker26}/usr/sbin/dockerd" \
       cargo test --release --test e2e_docker_workspace -- --test-threads=2
   else
-    echo "skipped: e2e_docker_workspace on Engine 26.1: no dockerd under ${DW_ENGINE26_PREFIX:-/opt/docker26}"
+    # DW_ENGINES_REQUIRED names 26.1: a missing engine fails the run, it is never a skip.
+    echo "error: e2e_docker_workspace on Engine 26.1: no dockerd under ${DW_ENGINE26_PREFIX:-/opt/docker26}"
+    false
   fi
 } >"$log" 2>&1 || status=$?
 grep -E '^ +Running |^engine 26.1 for workspaces|^test result|^test .* (FAILED|ignored)$|^(skip|SKIPPED)|^skipped:|^go_differential|^oracle|parallel creates|past the budget|fork loop|creates were allowed|^error' "$log" || true

@@ -1,6 +1,6 @@
 //! Builds through the proxy: the classic builder and BuildKit (`/session`) work; host
 //! networking, cgroup parents and daemon-side remote contexts are refused, including when the
-//! parameters try to arrive in a form body.
+//! parameters try to arrive in a form body. Each test runs on both engines (`per_engine!`).
 
 mod common;
 use common::*;
@@ -20,9 +20,8 @@ fn build(p: &Proxy, cli: &str, buildkit: bool, args: &[&str]) -> std::process::O
     run_with_timeout(&mut c, None, Duration::from_secs(300))
 }
 
-#[test]
-fn rejects_build_with_host_network() {
-    let p = Proxy::start(&[]);
+fn rejects_build_with_host_network(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let ctx = context(&p);
     let ctx = ctx.to_str().expect("utf-8");
     let mut tried = 0;
@@ -53,9 +52,8 @@ fn rejects_build_with_host_network() {
     assert!(r.starts_with("HTTP/1.1 403") && r.contains("build.network"), "{r}");
 }
 
-#[test]
-fn legacy_and_buildkit_builds_work_through_the_proxy() {
-    let p = Proxy::start(&[]);
+fn legacy_and_buildkit_builds_work_through_the_proxy(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let ctx = context(&p);
     let ctx = ctx.to_str().expect("utf-8");
     let legacy = unique("blegacy");
@@ -72,15 +70,14 @@ fn legacy_and_buildkit_builds_work_through_the_proxy() {
     }
     assert!(p.audit_log().contains("build cgroupparent set to `/dockwarden`"), "{}", p.audit_log());
     for img in [&legacy, &bk] {
-        let _ = daemon(&["rmi", img]);
+        let _ = e.daemon(&["rmi", img]);
     }
 }
 
 /// The raw shape of the 20.10 CLI's BuildKit build: a `/session` hijack, then the build naming it.
-#[test]
-fn refused_buildkit_build_ends_its_session_tunnel() {
+fn refused_buildkit_build_ends_its_session_tunnel(e: &Engine) {
     use std::io::{Read, Write};
-    let p = Proxy::start(&[]);
+    let p = Proxy::start_on(e, &[]);
     let id = unique("sess");
     let mut s = std::os::unix::net::UnixStream::connect(&p.socket).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
@@ -118,9 +115,8 @@ fn status(resp: &str) -> u16 {
     resp.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
 }
 
-#[test]
-fn rejects_daemon_side_remote_context_and_cgroup_parent() {
-    let p = Proxy::start(&[]);
+fn rejects_daemon_side_remote_context_and_cgroup_parent(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     for (query, rule) in [
         ("remote=http://169.254.169.254/latest", "build.remote"),
         ("remote=https://github.com/moby/moby.git", "build.remote"),
@@ -135,9 +131,8 @@ fn rejects_daemon_side_remote_context_and_cgroup_parent() {
     }
 }
 
-#[test]
-fn rejects_build_parameters_smuggled_in_a_form_body() {
-    let p = Proxy::start(&[]);
+fn rejects_build_parameters_smuggled_in_a_form_body(e: &Engine) {
+    let p = Proxy::start_on(e, &[]);
     let body = "networkmode=host";
     let r = p.raw(
         format!("POST /v1.41/build HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}", body.len())
@@ -153,3 +148,58 @@ fn rejects_build_parameters_smuggled_in_a_form_body() {
     assert_eq!(status(&r), 403, "{r}");
     assert!(r.contains("request.form_body"), "{r}");
 }
+
+/// A policy file: the default policy with `profile` set.
+fn policy_file(dir: &std::path::Path, profile: &str) -> String {
+    let text = dockwarden::policy::config::DEFAULT_POLICY.replace("profile = \"default\"", &format!("profile = \"{profile}\""));
+    let path = dir.join(format!("{profile}.toml"));
+    std::fs::write(&path, text).expect("policy file");
+    path.to_str().expect("utf-8").to_owned()
+}
+
+/// `docker build --network <user bridge>` (the classic builder) on a private daemon of the
+/// engine's version: allowed under `profile = "private-daemon"` for a bridge made through the
+/// proxy (the step resolves names through that network's embedded DNS, 127.0.0.11), refused as
+/// `build.network` under the default profile; `--network host` stays refused under both.
+fn build_on_a_user_bridge_works_only_under_the_private_daemon_profile(e: &Engine) {
+    let d = PrivateDaemon::start_on(e, "bnet");
+    let files = tempfile::Builder::new().prefix("dwtbpol").tempdir_in("/tmp").expect("tempdir");
+    let start = |profile: &str| {
+        let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
+        let ws = dir.path().canonicalize().expect("canonical").join("ws");
+        std::fs::create_dir_all(&ws).expect("ws");
+        let policy = policy_file(files.path(), profile);
+        Proxy::start_with_upstream(dir, ws, &d.socket.display().to_string(), &["--no-cgroup-budget", "--policy", &policy])
+    };
+    let private = start("private-daemon");
+    let strict = start("default");
+    let net = unique("bnet");
+    ok(private.docker(&["network", "create", &net]));
+    let cli = cli28().or(cli2010()).expect("a docker CLI");
+    for p in [&private, &strict] {
+        let ctx = p.workspace.join("netctx");
+        std::fs::create_dir_all(&ctx).expect("ctx");
+        std::fs::write(ctx.join("Dockerfile"), format!("FROM {IMAGE}\nRUN grep nameserver /etc/resolv.conf; echo NETBUILD-$((40+2))\n")).expect("Dockerfile");
+    }
+    let ctx = |p: &Proxy| p.workspace.join("netctx").display().to_string();
+    let o = build(&private, cli, false, &["--no-cache", "--network", &net, "-t", &unique("bnetimg"), &ctx(&private)]);
+    let out = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(o.status.success() && out.contains("NETBUILD-42"), "engine {}: private-daemon, --network {net}: {out}", e.name);
+    assert!(out.contains("nameserver 127.0.0.11"), "engine {}: the step ran on the user network: {out}", e.name);
+    let o = build(&strict, cli, false, &["--no-cache", "--network", &net, &ctx(&strict)]);
+    assert!(!o.status.success() && stderr(&o).contains("rule build.network"), "engine {}: default profile: {}", e.name, stderr(&o));
+    for p in [&private, &strict] {
+        let o = build(p, cli, false, &["--no-cache", "--network", "host", &ctx(p)]);
+        assert!(!o.status.success() && stderr(&o).contains("rule build.network"), "engine {}: --network host: {}", e.name, stderr(&o));
+    }
+    let _ = d.cli(&["network", "rm", &net]);
+}
+
+per_engine!(
+    rejects_build_with_host_network,
+    legacy_and_buildkit_builds_work_through_the_proxy,
+    refused_buildkit_build_ends_its_session_tunnel,
+    rejects_daemon_side_remote_context_and_cgroup_parent,
+    rejects_build_parameters_smuggled_in_a_form_body,
+    build_on_a_user_bridge_works_only_under_the_private_daemon_profile,
+);

@@ -3,7 +3,10 @@
 //! through `ws exec` as the workspace uid (issue 10, "How it is shown" 1-9 and isolation).
 //!
 //! Engine: `/usr/sbin/dockerd` (20.10), or `DOCKWARDEN_TEST_DOCKERD` (for example
-//! `/opt/docker26/usr/sbin/dockerd`). Needs root; skips with a printed reason otherwise.
+//! `/opt/docker26/usr/sbin/dockerd`). Needs root; skips with `skipped: <reason>` otherwise,
+//! except under CI (`DW_ENGINES_REQUIRED` or `DW_WORKSPACE_ENGINE` set, as scripts/test.sh
+//! does), where a skip is a failure. `DW_WORKSPACE_ENGINE` (`20.10`, `26.1`) also names the
+//! engine the private daemons must report.
 #![allow(clippy::unwrap_used)]
 
 mod workspace_support;
@@ -36,13 +39,38 @@ fn skip_reason() -> Option<String> {
     None
 }
 
+/// Whether CI requires this suite to run: then a skip fails loudly instead.
+fn required() -> Option<String> {
+    ["DW_WORKSPACE_ENGINE", "DW_ENGINES_REQUIRED"]
+        .iter()
+        .find_map(|k| {
+            std::env::var(k)
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| format!("{k}={v}"))
+        })
+}
+
 macro_rules! skip_unless_ready {
     () => {
         if let Some(why) = skip_reason() {
-            eprintln!("SKIP: {why}");
+            if let Some(req) = required() {
+                panic!("this suite must run here ({req}) but cannot: {why}");
+            }
+            eprintln!("skipped: {why}");
             return;
         }
     };
+}
+
+/// The version `<dockerd> --version` reports (`Docker version 26.1.5+dfsg1, build 411e817`).
+fn engine_version() -> String {
+    let out = Command::new(dockerd()).arg("--version").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.strip_prefix("Docker version ")
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or_else(|| panic!("unexpected `{} --version`: {text}", dockerd()))
+        .to_string()
 }
 
 /// A service with the docker-compose runtime, torn down hard even when a test fails.
@@ -92,6 +120,23 @@ impl Env {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/workspace/make-compose-repo.sh");
         let st = Command::new("sh").arg(script).arg(&repo).status().unwrap();
         assert!(st.success(), "compose fixture script failed");
+        repo
+    }
+
+    /// The Compose fixture with `settings` committed as `.dockwarden/settings.json`.
+    fn compose_repo_with(&self, name: &str, settings: &Value) -> PathBuf {
+        let repo = self.compose_repo(name);
+        std::fs::create_dir(repo.join(".dockwarden")).unwrap();
+        std::fs::write(repo.join(".dockwarden/settings.json"), settings.to_string()).unwrap();
+        for args in [&["add", "-A"][..], &["commit", "--quiet", "-m", "settings"]] {
+            let st = Command::new("git")
+                .arg("-C")
+                .arg(&repo)
+                .args(args)
+                .status()
+                .unwrap();
+            assert!(st.success(), "git {args:?}");
+        }
         repo
     }
 
@@ -173,6 +218,14 @@ fn pids_mentioning(needle: &str) -> Vec<i32> {
         .collect()
 }
 
+/// Pids of `dockwarden proxy` processes listening on workspace `id`'s socket.
+fn proxies_of(env: &Env, id: &str) -> Vec<i32> {
+    pids_mentioning(&format!(
+        "proxy\0--listen\0{}\0",
+        env.ws_dir(id).join("docker.sock").display()
+    ))
+}
+
 /// Running, not a zombie (orphans are reparented to a pid 1 that may never reap them).
 fn alive(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
@@ -205,6 +258,27 @@ fn cgroups_named(name: &str) -> Vec<PathBuf> {
     out.into_iter().filter(|p| p.exists()).collect()
 }
 
+/// The child cgroups and processes (with their command lines) under `cg`, for a message.
+fn cgroup_contents(cg: &Path) -> String {
+    let mut out = Vec::new();
+    let mut stack = vec![cg.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let procs = std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default();
+        let cmds: Vec<String> = procs
+            .lines()
+            .map(|p| {
+                let c = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+                format!("{p}={}", String::from_utf8_lossy(&c).replace('\0', " "))
+            })
+            .collect();
+        out.push(format!("{} [{}]", d.display(), cmds.join(", ")));
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            stack.extend(rd.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+        }
+    }
+    out.join(" ")
+}
+
 /// Asserts that nothing of workspace `id` (uid `uid`) is left on the machine.
 fn assert_nothing_left(env: &Env, id: &str, uid: u64) {
     let dir = env.ws_dir(id);
@@ -220,10 +294,15 @@ fn assert_nothing_left(env: &Env, id: &str, uid: u64) {
         Vec::<String>::new(),
         "no mount (pins, netns, overlays) left"
     );
+    let left = cgroups_named(&format!("dockwarden_ws_{uid}"));
     assert_eq!(
-        cgroups_named(&format!("dockwarden_ws_{uid}")),
+        left,
         Vec::<PathBuf>::new(),
-        "no cgroup left"
+        "no cgroup left; what they hold: {}",
+        left.iter()
+            .map(|c| cgroup_contents(c))
+            .collect::<Vec<_>>()
+            .join("; ")
     );
     assert!(
         workspace_support::pids_of(uid as u32).is_empty(),
@@ -255,6 +334,20 @@ fn compose_workspace_lifecycle_end_to_end() {
         "{text}"
     );
     assert!(text.contains("evidence: compose.yaml"), "{text}");
+    // The private daemon is the engine under test, not the host's.
+    let server = env.ok("dc", "docker version --format '{{.Server.Version}}'");
+    assert_eq!(
+        server.trim(),
+        engine_version(),
+        "the workspace's daemon is {}",
+        dockerd()
+    );
+    if let Ok(want) = std::env::var("DW_WORKSPACE_ENGINE") {
+        assert!(
+            server.trim().starts_with(&format!("{}.", want.trim())),
+            "DW_WORKSPACE_ENGINE={want} but the private daemon is {server}"
+        );
+    }
     let docker_host = ws["docker_host"].as_str().unwrap().to_string();
     assert_eq!(
         env.ok("dc", "echo $DOCKER_HOST").trim(),
@@ -375,7 +468,23 @@ fn compose_workspace_lifecycle_end_to_end() {
     );
 
     // 8: restart is disruptive, says what stopped, and keeps files and volumes.
+    env.ok("dc", "echo survives-restart > untracked-note.txt");
+    let pidfile = env.ws_dir("dc").join("docker/docker.pid");
+    let daemon_before = std::fs::read_to_string(&pidfile).unwrap();
     let r = env.svc.ok("POST", "/v1/workspaces/dc/restart", None);
+    let daemon_after = std::fs::read_to_string(&pidfile).unwrap();
+    assert_ne!(
+        daemon_before.trim(),
+        daemon_after.trim(),
+        "restart started a new dockerd"
+    );
+    assert!(!alive(daemon_before.trim()), "the old dockerd is gone");
+    assert!(alive(daemon_after.trim()));
+    assert_eq!(
+        std::fs::read_to_string(env.svc.worktree("dc").join("untracked-note.txt")).unwrap(),
+        "survives-restart\n",
+        "a worktree file is kept across restart"
+    );
     assert_eq!(r["disruptive"], true);
     let stopped = r["stopped"].to_string();
     assert!(
@@ -394,21 +503,28 @@ fn compose_workspace_lifecycle_end_to_end() {
 fn reprovision_standard_to_docker_compose_keeps_the_worktree_byte_for_byte() {
     skip_unless_ready!();
     let env = Env::start(43100);
-    let repo = env.compose_repo("compose-repo");
+    // Setup asks the daemon for its version; with no daemon (standard) it does nothing.
+    let repo = env.compose_repo_with(
+        "compose-repo",
+        &json!({ "scripts": { "setup":
+            "[ -n \"$DOCKER_HOST\" ] || exit 0; docker info --format '{{.ServerVersion}}' > setup-ran.txt" } }),
+    );
     let created = env.create(json!({
         "id": "rp", "repo": repo.display().to_string(), "runtime": "standard"
     }));
     assert_eq!(created["workspace"]["runtime"]["runtime"], "standard");
+    assert_eq!(created["workspace"]["setup"]["exit_code"], 0, "{created}");
+    let setup_file = env.svc.worktree("rp").join("setup-ran.txt");
+    assert!(!setup_file.exists(), "no daemon, so setup wrote nothing");
     let (code, _, _) = env.sh("rp", "docker ps");
     assert_ne!(code, 0, "no daemon on the standard runtime");
     env.ok(
         "rp",
         "echo secret-local > .env.local && echo debug > build.log && echo changed >> README.md",
     );
-    let before = env.ok(
-        "rp",
-        "git status --porcelain --ignored; sha256sum README.md .env.local build.log",
-    );
+    // setup-ran.txt is setup's own output, new after the reprovision: left out here.
+    let tree = "git status --porcelain --ignored | grep -v setup-ran.txt; sha256sum README.md .env.local build.log";
+    let before = env.ok("rp", tree);
 
     let r = env.svc.ok(
         "POST",
@@ -417,12 +533,17 @@ fn reprovision_standard_to_docker_compose_keeps_the_worktree_byte_for_byte() {
     );
     assert_eq!(r["previous"]["runtime"], "standard");
     assert_eq!(r["workspace"]["runtime"]["runtime"], "docker-compose");
+    // Setup ran on the new runtime, against its daemon, before the call returned.
+    assert_eq!(r["workspace"]["setup"]["exit_code"], 0, "{r}");
+    assert_eq!(r["workspace"]["setup"]["ran"], true, "{r}");
+    assert_eq!(
+        std::fs::read_to_string(&setup_file).unwrap().trim(),
+        engine_version(),
+        "setup wrote the private daemon's version before reprovision answered"
+    );
     let notes = r["notes"].to_string();
     assert!(notes.contains("do not carry over"), "{r}");
-    let after = env.ok(
-        "rp",
-        "git status --porcelain --ignored; sha256sum README.md .env.local build.log",
-    );
+    let after = env.ok("rp", tree);
     assert_eq!(
         before, after,
         "uncommitted and ignored files are kept byte for byte"
@@ -461,6 +582,13 @@ fn reprovision_standard_to_docker_compose_keeps_the_worktree_byte_for_byte() {
         !env.svc.worktree("rp").join("ran.txt").exists(),
         "the inspect script was not run"
     );
+    assert_eq!(by_script["workspace"]["setup"]["exit_code"], 0, "{by_script}");
+    // The evidence chose the runtime; the policy still holds in front of the new daemon.
+    env.load_image("rp");
+    let (code, _, err) = env.sh("rp", "docker run --rm --privileged dockwarden-test true");
+    assert_ne!(code, 0, "a privileged container after the inspect-script reprovision");
+    assert!(err.contains("container.privileged"), "{err}");
+    env.ok("rp", "docker run --rm dockwarden-test true");
 }
 
 #[test]
@@ -565,12 +693,36 @@ fn after_kill_9_of_the_service_no_daemon_proxy_or_namespace_leaks() {
     let stopped_uid = stopped["workspace"]["uid"].as_u64().unwrap();
     env.svc.ok("POST", "/v1/workspaces/stopped/kill", None);
     env.load_image("live");
+    env.load_image("gone");
     env.ok("live", "docker volume create keepme >/dev/null");
+    // A long-running container in the workspace to be deleted and in the live one: its
+    // process (a child of a containerd shim) and the shim are recorded to be checked.
+    let start_sleeper = |id: &str| {
+        let ctr = env.ok(id, "docker run -d dockwarden-test sleep 1d").trim().to_string();
+        let pid = env.ok(id, &format!("docker inspect -f '{{{{.State.Pid}}}}' {ctr}"));
+        let pid = pid.trim().to_string();
+        assert!(alive(&pid), "the container's process {pid} runs");
+        let shims = pids_mentioning(&format!("-id\0{ctr}"));
+        assert!(!shims.is_empty(), "a containerd shim runs {ctr}");
+        (ctr, pid, shims)
+    };
+    let (live_ctr, live_pid, live_shims) = start_sleeper("live");
+    let (_, gone_pid, gone_shims) = start_sleeper("gone");
     let old_daemon = std::fs::read_to_string(env.ws_dir("live").join("docker/docker.pid")).unwrap();
+    let old_proxy = proxies_of(&env, "live");
+    assert_eq!(old_proxy.len(), 1, "one proxy for the live workspace");
 
-    // The service dies; its daemons and proxies keep running, orphaned.
+    // The service dies; its daemons, proxies and containers keep running, orphaned.
     env.svc.kill9();
     assert!(!pids_mentioning(&env.ws_dir("live").display().to_string()).is_empty());
+    assert!(alive(&live_pid) && alive(&gone_pid), "containers outlive the service");
+    // The deleted workspace's dockerd dies too, before it could stop its container: the
+    // container keeps running under its shim, and only the workspace cgroup still lists it.
+    let gone_daemon = std::fs::read_to_string(env.ws_dir("gone").join("docker/docker.pid")).unwrap();
+    let st = Command::new("kill").args(["-9", gone_daemon.trim()]).status().unwrap();
+    assert!(st.success());
+    wait_until(10, "the deleted workspace's dockerd to die", || !alive(gone_daemon.trim()));
+    assert!(alive(&gone_pid), "its container runs on without the daemon");
     // A workspace whose record is gone (as if deleted while the service was down) keeps
     // only its directory: the restarted service must remove its daemon and namespace.
     {
@@ -580,8 +732,13 @@ fn after_kill_9_of_the_service_no_daemon_proxy_or_namespace_leaks() {
     }
     env.svc.restart(&[]);
 
-    // Deleted: everything removed.
+    // Deleted: everything removed, its container and shim included (the container's
+    // cgroup, under the workspace's, is gone with it).
     assert_nothing_left(&env, "gone", gone_uid);
+    assert!(!alive(&gone_pid), "the deleted workspace's container process is gone");
+    for shim in &gone_shims {
+        assert!(!alive(&shim.to_string()), "the deleted workspace's shim {shim} is gone");
+    }
     // Stopped: nothing running, data kept.
     let stopped_dir = env.ws_dir("stopped").display().to_string();
     assert_eq!(pids_mentioning(&stopped_dir), Vec::<i32>::new());
@@ -611,8 +768,24 @@ fn after_kill_9_of_the_service_no_daemon_proxy_or_namespace_leaks() {
             .to_string())
             .collect::<Vec<_>>()
     );
+    // Exactly one proxy for its socket, a new one (the orphan was stopped, not adopted).
+    let new_proxy = proxies_of(&env, "live");
+    assert_eq!(new_proxy.len(), 1, "one proxy for the live workspace: {new_proxy:?}");
+    assert_ne!(new_proxy, old_proxy, "the orphan proxy was replaced");
+    assert!(!alive(&old_proxy[0].to_string()), "the orphan proxy is gone");
+    // The daemon was restarted, not adopted: its containers were stopped (they need
+    // starting again, as after connect), not left running without a daemon.
+    assert!(!alive(&live_pid), "the live workspace's container process was stopped");
+    for shim in &live_shims {
+        assert!(!alive(&shim.to_string()), "the live workspace's old shim {shim} is gone");
+    }
+    assert_eq!(env.ok("live", "docker ps -q").trim(), "", "no container runs");
+    let all = env.ok("live", "docker ps -aq --no-trunc");
+    assert!(all.contains(&live_ctr), "the stopped container is kept: {all}");
     assert!(env.ok("live", "docker volume ls -q").contains("keepme"));
     assert!(env.ok("live", "docker images").contains("dockwarden-test"));
+    env.ok("live", &format!("docker start {live_ctr}"));
+    assert_eq!(env.ok("live", "docker ps -q --no-trunc").trim(), live_ctr, "it starts again");
 }
 
 #[test]
@@ -649,26 +822,13 @@ fn preload_image_tar_fills_every_new_daemon_before_setup() {
     skip_unless_ready!();
     let env = Env::start_with(43500, true);
     // The settings file chooses the runtime, and setup uses the daemon at once.
-    let repo = env.compose_repo("compose-repo");
-    std::fs::create_dir(repo.join(".dockwarden")).unwrap();
-    std::fs::write(
-        repo.join(".dockwarden/settings.json"),
-        r#"{"runtime": "docker-compose", "scripts": {"setup": ["docker compose up -d --wait", "docker compose ps --services > setup-services.log"]}}"#,
-    )
-    .unwrap();
-    let git = |args: &[&str]| {
-        assert!(
-            Command::new("git")
-                .arg("-C")
-                .arg(&repo)
-                .args(args)
-                .status()
-                .unwrap()
-                .success()
-        )
-    };
-    git(&["add", "-A"]);
-    git(&["commit", "--quiet", "-m", "settings"]);
+    let repo = env.compose_repo_with(
+        "compose-repo",
+        &json!({"runtime": "docker-compose", "scripts": {"setup": [
+            "docker compose up -d --wait",
+            "docker compose ps --services > setup-services.log"
+        ]}}),
+    );
     let created = env.create(json!({ "id": "pre", "repo": repo.display().to_string() }));
     let ws = &created["workspace"];
     assert_eq!(ws["runtime"]["runtime"], "docker-compose", "{created}");
@@ -688,4 +848,59 @@ fn preload_image_tar_fills_every_new_daemon_before_setup() {
     env.svc.ok("POST", "/v1/workspaces/pre/kill", None);
     env.svc.ok("POST", "/v1/workspaces/pre/connect", None);
     assert_eq!(env.ok("pre", "docker images -q").lines().count(), 1);
+}
+
+#[test]
+fn archive_and_run_scripts_use_the_workspace_daemon_and_archive_precedes_the_snapshot() {
+    skip_unless_ready!();
+    let env = Env::start(43600);
+    // The archive script needs the daemon still up at kill; the run script records the
+    // DOCKER_HOST it was given.
+    let repo = env.compose_repo_with(
+        "compose-repo",
+        &json!({ "scripts": {
+            "archive": "docker compose ps --services > archived.txt && docker compose down -t 1",
+            "run": "printf '%s' \"$DOCKER_HOST\" > run-docker-host.txt"
+        } }),
+    );
+    let created = env.create(json!({ "id": "ar", "repo": repo.display().to_string() }));
+    let ws = &created["workspace"];
+    assert_eq!(ws["runtime"]["runtime"], "docker-compose", "{created}");
+    let uid = ws["uid"].as_u64().unwrap();
+    let docker_host = ws["docker_host"].as_str().unwrap().to_string();
+    let wt = env.svc.worktree("ar");
+    let ran = wt.join("run-docker-host.txt");
+    wait_until(60, "the run script's output", || {
+        std::fs::read_to_string(&ran).is_ok_and(|t| !t.is_empty())
+    });
+    assert_eq!(
+        std::fs::read_to_string(&ran).unwrap(),
+        docker_host,
+        "the run script saw the proxy's DOCKER_HOST"
+    );
+
+    env.load_image("ar");
+    env.ok("ar", "docker compose up -d --wait");
+    let killed = env.svc.ok("POST", "/v1/workspaces/ar/kill", None);
+    assert_eq!(killed["workspace"]["status"], "stopped", "{killed}");
+    let archived = std::fs::read_to_string(wt.join("archived.txt")).unwrap();
+    let mut services: Vec<&str> = archived.lines().collect();
+    services.sort_unstable();
+    assert_eq!(
+        services,
+        ["db", "web"],
+        "the archive script listed the services: the daemon was still up"
+    );
+    // The kill's snapshot holds archived.txt: the archive ran before the snapshot.
+    let snap = killed["snapshot_id"].as_str().unwrap().to_string();
+    let fork = env.create(json!({ "id": "ar-fork", "from": snap, "runtime": "standard" }));
+    assert_eq!(fork["workspace"]["runtime"]["runtime"], "standard");
+    let forked = std::fs::read_to_string(env.svc.worktree("ar-fork").join("archived.txt")).unwrap();
+    assert_eq!(forked, archived, "the kill's snapshot has the archive's output");
+
+    // `compose down` in the archive removed the containers (a plain kill only stops them).
+    env.svc.ok("POST", "/v1/workspaces/ar/connect", None);
+    assert_eq!(env.ok("ar", "docker ps -aq").trim(), "", "compose down ran at kill");
+    env.svc.ok("DELETE", "/v1/workspaces/ar", None);
+    assert_nothing_left(&env, "ar", uid);
 }

@@ -609,3 +609,97 @@ fn volumes_from_a_container_whose_named_volume_binds_a_host_dir_is_refused() {
         );
     }
 }
+
+/// `POST /containers/{name}/exec` through the proxy (raw): `(status, body)`.
+fn exec_by_name(p: &common::Proxy, name: &str) -> (u16, String) {
+    request(
+        p,
+        "POST",
+        &format!("/v1.41/containers/{name}/exec"),
+        Some(r#"{"Cmd":["true"]}"#),
+    )
+}
+
+/// The proxy caches what a container reference resolves to while it follows the daemon's
+/// events. Its own container is exec'd by name (the fact is cached); then, on the daemon
+/// directly, it is renamed away and a foreign CAP_SYS_ADMIN container is renamed to its name.
+/// An exec by that name must now be judged on the foreign container: the rename events
+/// invalidate the cached name.
+#[test]
+fn foreign_container_renamed_to_a_cached_name_is_refused_for_exec() {
+    for e in engines() {
+        let p = e.proxy(&[]);
+        let mut c = Cleanup::new(e);
+        let name = unique("cached");
+        let away = format!("{name}-away");
+        let foreign = unique("swapin");
+        c.containers
+            .extend([name.clone(), away.clone(), foreign.clone()]);
+        let o = p.docker(&["run", "-d", "--name", &name, IMAGE, "sleep", "300"]);
+        assert!(
+            o.status.success(),
+            "engine {}: run through the proxy: {}",
+            e.name,
+            common::stderr(&o)
+        );
+        // Twice: the second exec is served from the cached fact.
+        for _ in 0..2 {
+            let (st, body) = exec_by_name(&p, &name);
+            assert_eq!(st, 201, "engine {}: exec into its own container: {body}", e.name);
+        }
+        e.ok(&[
+            "run",
+            "-d",
+            "--name",
+            &foreign,
+            "--cap-add",
+            "SYS_ADMIN",
+            IMAGE,
+            "sleep",
+            "300",
+        ]);
+        e.ok(&["rename", &name, &away]);
+        e.ok(&["rename", &foreign, &name]);
+        let (st, body) = exec_by_name(&p, &name);
+        assert_eq!(st, 403, "engine {}: exec into the foreign container by the cached name: {body}", e.name);
+        assert!(
+            body.contains("(rule container.foreign)"),
+            "engine {}: {body}",
+            e.name
+        );
+        let o = p.docker(&["exec", &name, "echo", "REACHED"]);
+        assert!(
+            !o.status.success()
+                && common::stderr(&o).contains("(rule container.foreign)")
+                && !common::stdout(&o).contains("REACHED"),
+            "engine {}: docker exec: {}",
+            e.name,
+            common::stderr(&o)
+        );
+        // The proxy's own container, under its new name, still works.
+        let (st, body) = exec_by_name(&p, &away);
+        assert_eq!(st, 201, "engine {}: exec into its own renamed container: {body}", e.name);
+
+        // The same swap back to back on the raw API (no CLI start-up between the daemon's
+        // renames and the exec): the fact of the name is cached again first.
+        e.ok(&["rename", &name, &foreign]);
+        e.ok(&["rename", &away, &name]);
+        let (st, body) = exec_by_name(&p, &name);
+        assert_eq!(st, 201, "engine {}: {body}", e.name);
+        let sock = std::path::Path::new(e.socket);
+        for (from, to) in [(&name, &away), (&foreign, &name)] {
+            let r = common::raw(
+                sock,
+                format!("POST /v1.41/containers/{from}/rename?name={to} HTTP/1.1\r\nHost: d\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    .as_bytes(),
+            );
+            assert_eq!(escapes_support::status(&r), 204, "engine {}: rename {from}: {r}", e.name);
+        }
+        let (st, body) = exec_by_name(&p, &name);
+        assert_eq!(st, 403, "engine {}: exec right after the daemon's renames: {body}", e.name);
+        eprintln!(
+            "engine {}: a cached name taken over by a foreign container is refused for exec",
+            e.name
+        );
+    }
+}

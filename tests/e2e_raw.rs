@@ -165,8 +165,17 @@ fn a_stale_socket_file_is_replaced(e: &Engine) {
     // A socket file nobody listens on, as left by a crash.
     drop(std::os::unix::net::UnixListener::bind(root.join("docker.sock")).expect("bind"));
     assert!(root.join("docker.sock").exists());
+    // A child another test thread forked just now holds a copy of the listener until its exec
+    // (CLOEXEC closes it only then): while it does, the socket is live and the proxy rightly
+    // refuses to take it over. Start once it is stale for good.
+    let t0 = std::time::Instant::now();
+    while std::os::unix::net::UnixStream::connect(root.join("docker.sock")).is_ok() {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(10), "the dropped listener stays live");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let p = Proxy::start_in_on(e, dir, ws, &[]);
-    assert!(p.raw(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n").contains("200 OK"));
+    let resp = p.raw(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(resp.contains("200 OK"), "ping through the proxy that replaced the stale socket: {resp:?}\nproxy log:\n{}", p.log());
 }
 
 fn api_versions_below_the_floor_are_refused_before_legacy_decode_paths(e: &Engine) {

@@ -19,7 +19,8 @@ fn engines() -> Vec<(&'static str, &'static str)> {
     if Path::new(ENGINE26).exists() {
         v.push(("26.1", ENGINE26));
     } else {
-        eprintln!("skip 26.1: {ENGINE26} does not exist");
+        assert!(!common::engine_required("26.1"), "Engine 26.1 is required (DW_ENGINES_REQUIRED) but {ENGINE26} does not exist");
+        eprintln!("skipped: Engine 26.1: {ENGINE26} does not exist");
     }
     v
 }
@@ -27,7 +28,7 @@ fn engines() -> Vec<(&'static str, &'static str)> {
 fn have_docker_py() -> bool {
     let ok = Command::new(PY).args(["-c", "import docker"]).status().is_ok_and(|s| s.success());
     if !ok {
-        eprintln!("skip: python3-docker is not installed (CI installs Debian's package)");
+        eprintln!("skipped: python3-docker is not installed (CI installs Debian's package)");
     }
     ok
 }
@@ -99,7 +100,8 @@ fn network_created_without_subnet_is_joinable_when_the_daemon_is_in_another_netn
         return;
     }
     if !Path::new(ENGINE26).exists() || !Path::new("/run/netns/docker26").exists() {
-        eprintln!("skip: the 26.1 engine in /run/netns/docker26 is not running");
+        assert!(!common::engine_required("26.1"), "Engine 26.1 is required (DW_ENGINES_REQUIRED) but is not running in /run/netns/docker26");
+        eprintln!("skipped: the 26.1 engine in /run/netns/docker26 is not running");
         return;
     }
     let p = proxy(ENGINE26, &[]);
@@ -132,13 +134,13 @@ fn policy_file(dir: &Path, profile: &str) -> String {
     path.to_str().expect("utf8").to_owned()
 }
 
-#[test]
-fn prune_containers_and_images_work_only_under_the_private_daemon_profile() {
+/// On a private daemon of each engine's version (prune on the shared ones would delete other
+/// tests' objects).
+fn prune_containers_and_images_work_only_under_the_private_daemon_profile(e: &common::Engine) {
     if !have_docker_py() {
         return;
     }
-    // A private daemon: prune on the shared ones would delete other tests' objects.
-    let d = PrivateDaemon::start("prune");
+    let d = PrivateDaemon::start_on(e, "prune");
     let sock = d.socket.to_str().expect("utf8").to_owned();
     let cid = ok(d.cli(&["create", IMAGE, "true"]));
     let img = ok(d.cli(&["commit", &cid])).trim_start_matches("sha256:").to_owned();
@@ -159,8 +161,10 @@ fn prune_containers_and_images_work_only_under_the_private_daemon_profile() {
     let images = out["images"]["ok"]["ImagesDeleted"].as_array().cloned().unwrap_or_default();
     assert!(images.iter().any(|i| i["Deleted"].as_str().is_some_and(|x| x.contains(&img))), "prune images: {out}");
     assert!(!stdout(&d.cli(&["ps", "-aq", "--no-trunc"])).contains(&cid));
-    eprintln!("pruned {} container(s) and {} image record(s) under the private-daemon profile", deleted.len(), images.len());
+    eprintln!("engine {}: pruned {} container(s) and {} image record(s) under the private-daemon profile", e.name, deleted.len(), images.len());
 }
+
+common::per_engine!(prune_containers_and_images_work_only_under_the_private_daemon_profile);
 
 #[test]
 fn compose_style_namespaced_sysctls_run_and_host_namespace_ones_are_refused() {

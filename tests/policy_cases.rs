@@ -103,7 +103,7 @@ fn case_facts(f: &Value, ws: &Ws) -> Facts {
         Some(v) => Some(v.as_u64().expect("container_count")),
         None => Some(1),
     };
-    let mut facts = Facts { env, container_count: count, ..Facts::default() };
+    let mut facts = Facts { env: env.into(), container_count: count, ..Facts::default() };
     facts.swarm_state = f.get("swarm_state").and_then(Value::as_str).map(str::to_owned);
     facts.host_routes = f.get("host_routes").and_then(Value::as_array).map(|a| a.iter().map(host_route).collect());
     for (r, v) in f.get("networks").and_then(Value::as_object).cloned().unwrap_or_default() {

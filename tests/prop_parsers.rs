@@ -163,7 +163,8 @@ fn facts_for(queries: &[FactQuery]) -> Facts {
             daemon_sockets: vec!["/var/run/docker.sock".into(), "/run/docker.sock".into()],
             pin_dir: "/pins".into(),
             ..Environment::default()
-        },
+        }
+        .into(),
         container_count: Some(0),
         ..Facts::default()
     };

@@ -21,8 +21,9 @@ const PATHS: &[&str] = &[
 
 fn facts_for(queries: &[FactQuery]) -> Facts {
     let mut f = Facts::default();
-    f.env.workspace = "/ws".into();
-    f.env.pin_dir = "/pins".into();
+    let env = std::sync::Arc::make_mut(&mut f.env);
+    env.workspace = "/ws".into();
+    env.pin_dir = "/pins".into();
     f.container_count = Some(0);
     for q in queries {
         match q {

@@ -32,11 +32,19 @@ impl CanonicalPath {
         if !raw.starts_with('/') {
             return Err(PathError::NotOriginForm);
         }
-        let decoded = percent_decode(raw)?;
-        let s = String::from_utf8(decoded).map_err(|_| PathError::BadBytes)?;
-        if s.chars().any(|c| c.is_control()) {
-            return Err(PathError::BadBytes);
-        }
+        // The common path has no escapes and only printable ASCII: it is its own decoding and
+        // has no control characters, so it is copied once instead of decoded and re-checked.
+        let plain = raw.bytes().all(|b| b != b'%' && (0x20..0x7f).contains(&b));
+        let s = if plain {
+            raw.to_owned()
+        } else {
+            let decoded = percent_decode(raw)?;
+            let s = String::from_utf8(decoded).map_err(|_| PathError::BadBytes)?;
+            if s.chars().any(|c| c.is_control()) {
+                return Err(PathError::BadBytes);
+            }
+            s
+        };
         if !is_clean(&s) {
             return Err(PathError::NotClean);
         }

@@ -9,8 +9,6 @@
 
 use std::sync::LazyLock;
 
-use regex::{Regex, RegexSet};
-
 use super::path::CanonicalPath;
 use super::version::ApiVersion;
 
@@ -140,29 +138,96 @@ impl Endpoint {
         )
     }
 
-    /// A short stable name for logs and the audit trail.
-    pub fn name(&self) -> String {
-        // The variant's name is what `Debug` writes before the first `(`; stop formatting there
-        // rather than format (and escape) the ids too: ~1,500 instructions of every proxied
-        // container inspect (callgrind, benches/README.md).
-        struct UpToParen(String);
-        impl std::fmt::Write for UpToParen {
-            fn write_str(&mut self, s: &str) -> std::fmt::Result {
-                match s.find('(') {
-                    Some(i) => {
-                        self.0.push_str(&s[..i]);
-                        Err(std::fmt::Error)
-                    }
-                    None => {
-                        self.0.push_str(s);
-                        Ok(())
-                    }
-                }
-            }
+    /// A short stable name for logs and the audit trail: the variant's name, from one
+    /// exhaustive match (was the `Debug` output cut at the first `(`, a formatter run per
+    /// request).
+    pub fn name(&self) -> &'static str {
+        use Endpoint as E;
+        match self {
+            E::CheckpointList(..) => "CheckpointList",
+            E::CheckpointCreate(..) => "CheckpointCreate",
+            E::CheckpointDelete(..) => "CheckpointDelete",
+            E::ContainerArchiveHead(..) => "ContainerArchiveHead",
+            E::ContainerList => "ContainerList",
+            E::ContainerExport(..) => "ContainerExport",
+            E::ContainerChanges(..) => "ContainerChanges",
+            E::ContainerInspect(..) => "ContainerInspect",
+            E::ContainerTop(..) => "ContainerTop",
+            E::ContainerLogs(..) => "ContainerLogs",
+            E::ContainerStats(..) => "ContainerStats",
+            E::ContainerAttachWs(..) => "ContainerAttachWs",
+            E::ExecInspect(..) => "ExecInspect",
+            E::ContainerArchiveGet(..) => "ContainerArchiveGet",
+            E::ContainerCreate => "ContainerCreate",
+            E::ContainerKill(..) => "ContainerKill",
+            E::ContainerPause(..) => "ContainerPause",
+            E::ContainerUnpause(..) => "ContainerUnpause",
+            E::ContainerRestart(..) => "ContainerRestart",
+            E::ContainerStart(..) => "ContainerStart",
+            E::ContainerStop(..) => "ContainerStop",
+            E::ContainerWait(..) => "ContainerWait",
+            E::ContainerResize(..) => "ContainerResize",
+            E::ContainerAttach(..) => "ContainerAttach",
+            E::ContainerCopy(..) => "ContainerCopy",
+            E::ExecCreate(..) => "ExecCreate",
+            E::ExecStart(..) => "ExecStart",
+            E::ExecResize(..) => "ExecResize",
+            E::ContainerRename(..) => "ContainerRename",
+            E::ContainerUpdate(..) => "ContainerUpdate",
+            E::ContainerPrune => "ContainerPrune",
+            E::Commit => "Commit",
+            E::ContainerArchivePut(..) => "ContainerArchivePut",
+            E::ContainerDelete(..) => "ContainerDelete",
+            E::ImageList => "ImageList",
+            E::ImageSearch => "ImageSearch",
+            E::ImageGetAll => "ImageGetAll",
+            E::ImageGet(..) => "ImageGet",
+            E::ImageHistory(..) => "ImageHistory",
+            E::ImageInspect(..) => "ImageInspect",
+            E::ImageAttestations(..) => "ImageAttestations",
+            E::ImageLoad => "ImageLoad",
+            E::ImageCreate => "ImageCreate",
+            E::ImagePush(..) => "ImagePush",
+            E::ImageTag(..) => "ImageTag",
+            E::ImagePrune => "ImagePrune",
+            E::ImageDelete(..) => "ImageDelete",
+            E::Options => "Options",
+            E::Ping => "Ping",
+            E::PingHead => "PingHead",
+            E::Events => "Events",
+            E::Info => "Info",
+            E::Version => "Version",
+            E::SystemDf => "SystemDf",
+            E::Auth => "Auth",
+            E::VolumeList => "VolumeList",
+            E::VolumeInspect(..) => "VolumeInspect",
+            E::VolumeCreate => "VolumeCreate",
+            E::VolumePrune => "VolumePrune",
+            E::VolumeUpdate(..) => "VolumeUpdate",
+            E::VolumeDelete(..) => "VolumeDelete",
+            E::Build => "Build",
+            E::BuildPrune => "BuildPrune",
+            E::BuildCancel => "BuildCancel",
+            E::Session => "Session",
+            E::Grpc => "Grpc",
+            E::SwarmLeave => "SwarmLeave",
+            E::SwarmRead => "SwarmRead",
+            E::Swarm => "Swarm",
+            E::PluginList => "PluginList",
+            E::PluginInspect(..) => "PluginInspect",
+            E::PluginPrivileges => "PluginPrivileges",
+            E::PluginMutate => "PluginMutate",
+            E::Distribution(..) => "Distribution",
+            E::NetworkList => "NetworkList",
+            E::NetworkInspect(..) => "NetworkInspect",
+            E::NetworkCreate => "NetworkCreate",
+            E::NetworkConnect(..) => "NetworkConnect",
+            E::NetworkDisconnect(..) => "NetworkDisconnect",
+            E::NetworkPrune => "NetworkPrune",
+            E::NetworkDelete(..) => "NetworkDelete",
+            E::Debug => "Debug",
+            E::Unknown => "Unknown",
         }
-        let mut out = UpToParen(String::new());
-        let _ = std::fmt::write(&mut out, format_args!("{self:?}"));
-        if out.0.is_empty() { "Unknown".to_owned() } else { out.0 }
     }
 }
 
@@ -267,19 +332,24 @@ const TABLE: &[(&str, &str, Build)] = &[
 ];
 
 struct Compiled {
-    set: RegexSet,
-    each: Vec<Regex>,
+    shapes: Vec<shape::Shape>,
+    /// For each method the table knows, the indices of its entries and of the `*` ones, in
+    /// table order; any other method gets only the `*` entries.
+    by_method: Vec<(&'static str, Vec<usize>)>,
+    any_method: Vec<usize>,
 }
 
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
-    // The version prefix is optional on every route: dockerd registers both forms.
-    let pats: Vec<String> =
-        TABLE.iter().map(|(_, p, _)| format!(r"^(?:/v([0-9.]+))?{p}$")).collect();
     #[expect(clippy::expect_used, reason = "the table is a compile-time constant covered by tests")]
-    let set = RegexSet::new(&pats).expect("route table regexes compile");
-    #[expect(clippy::expect_used, reason = "the table is a compile-time constant covered by tests")]
-    let each = pats.iter().map(|p| Regex::new(p).expect("route regex compiles")).collect();
-    Compiled { set, each }
+    let shapes = TABLE.iter().map(|(_, p, _)| shape::Shape::of(p).expect("route regex compiles")).collect();
+    let mut methods: Vec<&'static str> = TABLE.iter().map(|(m, _, _)| *m).filter(|m| *m != "*").collect();
+    methods.sort_unstable();
+    methods.dedup();
+    let of = |m: Option<&str>| -> Vec<usize> {
+        TABLE.iter().enumerate().filter(|(_, (tm, _, _))| *tm == "*" || Some(*tm) == m).map(|(i, _)| i).collect()
+    };
+    let by_method = methods.iter().map(|m| (*m, of(Some(m)))).collect();
+    Compiled { shapes, by_method, any_method: of(None) }
 });
 
 /// Classifies a canonical (decoded, clean) path and method exactly like dockerd's router.
@@ -289,12 +359,49 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
 pub fn classify(method: &str, path: &CanonicalPath) -> Route {
     let path = path.as_str();
     let c = &*COMPILED;
-    for idx in c.set.matches(path).iter() {
+    let candidates = c.by_method.iter().find(|(m, _)| *m == method).map_or(&c.any_method, |(_, v)| v);
+    let versioned = shape::split_version(path);
+    // Each template is tried as the regex `^(?:/v([0-9.]+))?<template>$` would match it: with
+    // the version when the rest matches, else on the whole path; the first entry wins.
+    for &idx in candidates {
+        let s = &c.shapes[idx];
+        let found = match versioned.and_then(|(v, rest)| s.matches(rest).map(|caps| (Some(v), caps))) {
+            Some(x) => Some(x),
+            None => s.matches(path).map(|caps| (None, caps)),
+        };
+        let Some((v, caps)) = found else { continue };
+        let version = match v {
+            Some(v) => match ApiVersion::parse(v) {
+                Some(v) => Some(v),
+                None => return Route { endpoint: Endpoint::Unknown, version: None },
+            },
+            None => None,
+        };
+        return Route { endpoint: (TABLE[idx].2)(caps.as_slice()), version };
+    }
+    Route { endpoint: Endpoint::Unknown, version: None }
+}
+
+/// The regex form of the table, as it was matched before `shape`: the reference the tests
+/// compare `classify` with.
+#[cfg(test)]
+fn classify_by_regex(method: &str, path: &CanonicalPath) -> Route {
+    use regex::{Regex, RegexSet};
+    static RE: LazyLock<(RegexSet, Vec<Regex>)> = LazyLock::new(|| {
+        let pats: Vec<String> = TABLE.iter().map(|(_, p, _)| format!(r"^(?:/v([0-9.]+))?{p}$")).collect();
+        #[expect(clippy::expect_used, reason = "test-only reference")]
+        let set = RegexSet::new(&pats).expect("route table regexes compile");
+        #[expect(clippy::expect_used, reason = "test-only reference")]
+        let each = pats.iter().map(|p| Regex::new(p).expect("route regex compiles")).collect();
+        (set, each)
+    });
+    let path = path.as_str();
+    for idx in RE.0.matches(path).iter() {
         let (m, _, build) = TABLE[idx];
         if m != "*" && m != method {
             continue;
         }
-        let Some(caps) = c.each[idx].captures(path) else { continue };
+        let Some(caps) = RE.1[idx].captures(path) else { continue };
         let version = match caps.get(1) {
             Some(v) => match ApiVersion::parse(v.as_str()) {
                 Some(v) => Some(v),
@@ -307,6 +414,8 @@ pub fn classify(method: &str, path: &CanonicalPath) -> Route {
     }
     Route { endpoint: Endpoint::Unknown, version: None }
 }
+
+mod shape;
 
 #[cfg(test)]
 mod tests;

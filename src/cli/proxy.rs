@@ -182,7 +182,7 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
         upstream_path,
         audit,
         dry_run: a.dry_run,
-        env,
+        env: Arc::new(env),
         create_lock: tokio::sync::Mutex::new(()),
         pins: Some(pins.clone()),
         containers,

@@ -62,14 +62,13 @@ fn deny(rule: &'static str, msg: &str) -> Result<Permitted, Denial> {
 }
 
 fn check_version(req: &Request, policy: &Policy) -> Result<(), Denial> {
+    // A path without a version prefix has nothing to compare (and the floor is not parsed).
+    let Some(v) = &req.route.version else { return Ok(()) };
     let floor = ApiVersion::parse(&policy.min_api_version).unwrap_or_else(|| ApiVersion::new(1, 24));
-    match &req.route.version {
-        Some(v) if v.less_than(&floor) => Err(Denial::new(
-            "api.version",
-            format!("API version `{v}` is older than the supported minimum `{floor}`"),
-        )),
-        _ => Ok(()),
+    if v.less_than(&floor) {
+        return Err(Denial::new("api.version", format!("API version `{v}` is older than the supported minimum `{floor}`")));
     }
+    Ok(())
 }
 
 /// Decides one request. Every variant is listed; unknown endpoints are refused.

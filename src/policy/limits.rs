@@ -166,7 +166,7 @@ mod tests {
             pids_budget: Some(100),
             ..Environment::default()
         };
-        Facts { env, container_count: Some(count), ..Facts::default() }
+        Facts { env: env.into(), container_count: Some(count), ..Facts::default() }
     }
 
     fn run(path: &str, body: &str, f: &Facts) -> Verdict {

@@ -193,7 +193,7 @@ mod tests {
 
     fn facts(pins: &[(&str, &str)]) -> Facts {
         let mut f = Facts::default();
-        f.env.workspace = "/ws".into();
+        std::sync::Arc::make_mut(&mut f.env).workspace = "/ws".into();
         f.pins = pins.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
         f
     }
@@ -237,7 +237,7 @@ mod tests {
     fn the_proxy_socket_is_not_pinned_even_inside_the_workspace() {
         let r = req(r#"{"HostConfig":{"Binds":["/ws/docker.sock:/var/run/docker.sock"]}}"#);
         let mut f = facts(&[]);
-        f.env.proxy_socket = "/ws/docker.sock".into();
+        std::sync::Arc::make_mut(&mut f.env).proxy_socket = "/ws/docker.sock".into();
         let p = apply(&r, &f, Permitted::allow(&r)).expect("allowed");
         assert!(p.body().is_none_or(|b| Some(b) == r.body.as_ref()), "body unchanged");
         assert!(p.rewrites().is_empty());

@@ -275,3 +275,84 @@ pub async fn after_create(
     }
     Ok(Response::from_parts(parts, body::full(bytes)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::json::Json;
+
+    fn fact(id: &str) -> ContainerFact {
+        ContainerFact {
+            id: id.to_owned(),
+            host_config: Json::Null,
+            labels: Vec::new(),
+            created_here: false,
+            volumes: Vec::new(),
+        }
+    }
+
+    fn live() -> Containers {
+        let c = Containers::open(None).expect("in memory");
+        c.set_live(true);
+        c
+    }
+
+    #[test]
+    fn a_look_up_started_before_an_invalidating_event_is_not_stored_after_it() {
+        let c = live();
+        let (hit, generation) = c.cached("web");
+        assert!(hit.is_none());
+        // The rename event (a foreign container took the name) lands while the inspect of
+        // `web` is in flight: its answer may describe the old holder of the name.
+        c.invalidate("rename", "foreign-id");
+        c.store("web", &fact("own-id"), generation);
+        assert!(c.cached("web").0.is_none(), "a stale look-up was cached");
+        // A look-up that started after the event is stored.
+        let (_, generation) = c.cached("web");
+        c.store("web", &fact("foreign-id"), generation);
+        assert_eq!(c.cached("web").0.map(|f| f.id).as_deref(), Some("foreign-id"));
+    }
+
+    #[test]
+    fn rename_create_and_destroy_drop_every_name_keyed_fact_and_update_drops_the_ids() {
+        for (action, name_kept, other_id_kept) in [
+            ("rename", false, true),
+            ("create", false, true),
+            ("destroy", false, true),
+            ("update", true, true),
+        ] {
+            let c = live();
+            let g = c.cached("x").1;
+            c.store("web", &fact("own-id"), g);
+            c.store("own-id", &fact("own-id"), g);
+            c.store("other-id", &fact("other-id"), g);
+            c.store("db", &fact("other-id"), g);
+            // An event about a third container: names may now resolve elsewhere.
+            c.invalidate(action, "third-id");
+            assert_eq!(c.cached("web").0.is_some(), name_kept, "{action}: `web`");
+            assert_eq!(c.cached("db").0.is_some(), name_kept, "{action}: `db`");
+            assert_eq!(c.cached("other-id").0.is_some(), other_id_kept, "{action}");
+            assert!(c.cached("own-id").0.is_some(), "{action}: an ID still names its container");
+            // An event about the container itself drops its ID's facts too.
+            c.invalidate(action, "own-id");
+            assert!(c.cached("own-id").0.is_none(), "{action}: its own event");
+        }
+    }
+
+    #[test]
+    fn nothing_is_served_or_stored_while_the_event_stream_is_down() {
+        let c = live();
+        let g = c.cached("web").1;
+        c.store("web", &fact("own-id"), g);
+        c.store_exec("e1", "own-id");
+        c.set_live(false);
+        assert!(c.cached("web").0.is_none());
+        assert!(c.cached_exec("e1").is_none());
+        let g = c.cached("web").1;
+        c.store("web", &fact("own-id"), g);
+        c.store_exec("e1", "own-id");
+        c.set_live(true);
+        assert!(c.cached("web").0.is_none(), "stored while down");
+        assert!(c.cached_exec("e1").is_none(), "stored while down");
+    }
+}

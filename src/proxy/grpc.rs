@@ -23,7 +23,7 @@ use hyper::body::Incoming;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioExecutor;
 
-use super::audit::{Peer, Record, now_rfc3339};
+use super::audit::{Peer, Record, Timestamp};
 use super::body::{self, ProxyBody};
 use super::server::Shared;
 use crate::policy::grpc::{self, Call, Judged, MAX_MESSAGE, Refusal};
@@ -90,7 +90,7 @@ async fn call(
     // record fails is refused (below).
     let audit = |decision: &str, rules: Vec<&str>, rewrites: Vec<String>| {
         shared.audit.write(&Record {
-            time: now_rfc3339(),
+            time: Timestamp::now(),
             peer,
             method: "POST",
             path: &method,

@@ -26,7 +26,7 @@ pub struct Shared {
     pub upstream_path: String,
     pub audit: AuditLog,
     pub dry_run: bool,
-    pub env: Environment,
+    pub env: Arc<Environment>,
     /// Serialises count-and-create so concurrent creates cannot overshoot the container cap.
     pub create_lock: tokio::sync::Mutex<()>,
     /// BuildKit sessions a refused build must end (surface issue; see `sessions`).

@@ -122,15 +122,26 @@ pub fn engine(name: &str) -> Option<Engine> {
     answers(&e.socket).then_some(e)
 }
 
+/// Whether `DW_ENGINES_REQUIRED` names the engine `name` (CI names both): its absence is then a
+/// failure, not a skip.
+pub fn engine_required(name: &str) -> bool {
+    std::env::var("DW_ENGINES_REQUIRED").unwrap_or_default().split([' ', ',']).any(|r| r == name)
+}
+
+/// Whether `DW_ENGINES_REQUIRED` is set at all (CI): the engines' clients (buildx, the 20.10
+/// CLI, the 26.1 dockerd) are then required as well.
+pub fn engines_required() -> bool {
+    std::env::var("DW_ENGINES_REQUIRED").is_ok_and(|v| !v.trim().is_empty())
+}
+
 /// Runs `body` on the named engine; a missing engine is a printed skip, or a failure when
 /// `DW_ENGINES_REQUIRED` names it (CI).
 pub fn on_engine(name: &str, body: impl FnOnce(&Engine)) {
     match engine(name) {
         Some(e) => body(&e),
         None => {
-            let required = std::env::var("DW_ENGINES_REQUIRED").unwrap_or_default();
-            assert!(!required.split([' ', ',']).any(|r| r == name), "Engine {name} is required (DW_ENGINES_REQUIRED) but does not answer");
-            eprintln!("skip: Engine {name} does not answer on its socket (scripts/setup.sh starts both engines)");
+            assert!(!engine_required(name), "Engine {name} is required (DW_ENGINES_REQUIRED) but does not answer");
+            eprintln!("skipped: Engine {name} does not answer on its socket (scripts/setup.sh starts both engines)");
         }
     }
 }
@@ -311,16 +322,19 @@ impl Proxy {
         } else {
             Engine { name: "private", socket: PathBuf::from(upstream), netns: None, prefix: None }
         };
-        let p = Proxy { child, dir, socket, workspace, audit, engine };
+        let mut p = Proxy { child, dir, socket, workspace, audit, engine };
         p.wait_ready();
         p
     }
 
-    fn wait_ready(&self) {
+    fn wait_ready(&mut self) {
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(20) {
             if UnixStream::connect(&self.socket).is_ok() {
                 return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("proxy exited before serving ({status}); log:\n{}", self.log());
             }
             std::thread::sleep(Duration::from_millis(20));
         }

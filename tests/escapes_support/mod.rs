@@ -26,15 +26,22 @@ const ALL: [Engine; 2] = [
     },
 ];
 
-/// The engines that answer; prints why one is skipped.
+/// The engines that answer; prints why one is skipped, or fails when `DW_ENGINES_REQUIRED`
+/// names a missing one (CI).
 pub fn engines() -> Vec<Engine> {
     ALL.into_iter()
         .filter(|e| {
             let up =
                 std::path::Path::new(e.socket).exists() && e.cli(&["version"]).status.success();
             if !up {
+                assert!(
+                    !super::common::engine_required(e.name),
+                    "Engine {} is required (DW_ENGINES_REQUIRED) but no daemon answers on {}",
+                    e.name,
+                    e.socket
+                );
                 eprintln!(
-                    "skipped on engine {}: no daemon answers on {}",
+                    "skipped: engine {}: no daemon answers on {}",
                     e.name, e.socket
                 );
             }

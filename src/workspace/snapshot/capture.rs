@@ -1,9 +1,14 @@
 //! Walks a worktree without following symlinks and stages new file contents as blobs.
 //!
-//! Every directory is opened with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` from
-//! the root's descriptor and every file relative to its directory's descriptor with
-//! `O_NOFOLLOW`, so a workspace user who swaps a directory for a symlink mid-walk cannot
-//! make the (root) service read files outside the worktree.
+//! Every directory is opened with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` by its
+//! name relative to its parent's descriptor (one path component: no walk from the root per
+//! directory), and every file relative to its directory's descriptor with `O_NOFOLLOW`, so
+//! a workspace user who swaps a directory for a symlink mid-walk cannot make the (root)
+//! service read files outside the worktree. Each descriptor was opened beneath one the walk
+//! opened before, back to the root. (A directory the user renames out of the worktree
+//! mid-walk is read where it went, as a file being read already was: it holds only what
+//! the user could have put in the worktree.) Below [`PARENT_FD_DEPTH`] directories are
+//! opened from the root by their whole path, so the descriptors a walk holds stay few.
 //!
 //! Several workers walk directories from a shared queue. A file whose stat data matches
 //! the worktree's index ([`super::index`]) keeps its hash without being opened; any other
@@ -30,8 +35,10 @@ use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, OpenHow, ResolveFlag, openat, openat2, readlinkat};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat};
 
-use super::codec::unhex32;
-use super::index::{Index, RACY_MARGIN_NS, Stat};
+use std::sync::Arc;
+
+use super::digest::{self, Digest};
+use super::index::{Cursor, Index, RACY_MARGIN_NS, Stat};
 use super::pack::{self, Object, PACK_MAX, PackIndex, PackWriter};
 use super::manifest::{Entry, EntryKind};
 use super::{Progress, ProgressFn};
@@ -40,6 +47,14 @@ use crate::workspace::error::{WsError, WsResult};
 /// Files up to this size are read into memory once, hashed, then written if new; larger
 /// ones are hashed while they are copied to staging.
 const IN_MEMORY: u64 = 8 << 20;
+
+/// Directories at most this deep keep their descriptor for their subdirectories' opens;
+/// deeper ones are opened by their path from the root. Bounds the descriptors a walk holds
+/// (about this many per worker: the walk is depth-first).
+const PARENT_FD_DEPTH: usize = 24;
+
+/// Linux's `PATH_MAX`, terminating NUL included.
+const PATH_MAX: usize = 4096;
 
 /// How often a file that changes while it is read is read again before the last read is
 /// recorded as it is (and left out of the stat index, so the next capture reads it again).
@@ -90,13 +105,15 @@ fn stat_of(st: &FileStat) -> Stat {
 #[derive(Default)]
 pub(super) struct Walked {
     pub entries: Vec<Entry>,
+    /// Beside each entry: the stat data the next capture may trust (settled files only).
+    pub stats: Vec<Option<Stat>>,
+    /// What one worker found, in its own order.
+    found: Vec<(Entry, Option<Stat>)>,
     pub skipped: Vec<String>,
     /// Staged temp file and the hash it will be stored under.
-    pub staged: Vec<(PathBuf, String)>,
+    pub staged: Vec<(PathBuf, Digest)>,
     /// Staged packs of small files and their objects.
     pub packs: Vec<(PathBuf, Vec<Object>)>,
-    /// Stat data and hash of every file, for the next capture.
-    pub index: Vec<(String, Stat, String)>,
     pub counters: Progress,
     pub new_bytes: u64,
     /// Files read and hashed (the rest were recognised by their stat data).
@@ -123,13 +140,20 @@ pub(super) struct Walker<'a> {
     pub progress: ProgressFn<'a>,
 }
 
+/// A directory still to walk: its path, and its parent's descriptor (none for the root
+/// and for directories opened from the root).
+struct Pending {
+    rel: String,
+    parent: Option<Arc<OwnedFd>>,
+}
+
 struct Shared {
-    /// Directories still to walk, and how many are being walked.
-    queue: Mutex<(Vec<String>, usize)>,
+    /// Directories still to walk (a stack: depth first), and how many are being walked.
+    queue: Mutex<(Vec<Pending>, usize)>,
     wake: Condvar,
     failed: AtomicBool,
     error: Mutex<Option<WsError>>,
-    staged_set: Mutex<HashSet<String>>,
+    staged_set: Mutex<HashSet<Digest>>,
     pack: Mutex<PackWriter>,
     next_tmp: AtomicU64,
     files: AtomicU64,
@@ -140,7 +164,13 @@ impl Walker<'_> {
     /// Walks the tree open at `root` with several workers.
     pub fn run(&self, root: &OwnedFd) -> WsResult<Walked> {
         let shared = Shared {
-            queue: Mutex::new((vec![String::new()], 0)),
+            queue: Mutex::new((
+                vec![Pending {
+                    rel: String::new(),
+                    parent: None,
+                }],
+                0,
+            )),
             wake: Condvar::new(),
             failed: AtomicBool::new(false),
             error: Mutex::new(None),
@@ -174,11 +204,13 @@ impl Walker<'_> {
                 .finish()?,
             ..Walked::default()
         };
+        let parts: Vec<Walked> = parts.collect();
+        // One allocation of the exact size: no growth copies while the workers' lists live.
+        let mut found = Vec::with_capacity(parts.iter().map(|p| p.found.len()).sum());
         for p in parts {
-            out.entries.extend(p.entries);
+            found.extend(p.found);
             out.skipped.extend(p.skipped);
             out.staged.extend(p.staged);
-            out.index.extend(p.index);
             out.counters.files += p.counters.files;
             out.counters.bytes += p.counters.bytes;
             out.new_bytes += p.new_bytes;
@@ -188,7 +220,7 @@ impl Walker<'_> {
             out.gone_dirs.extend(p.gone_dirs);
         }
         // Byte order puts every directory before its children.
-        out.entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+        found.sort_unstable_by(|a, b| a.0.path.cmp(&b.0.path));
         if !out.gone_dirs.is_empty() {
             let gone: HashSet<&str> = out.gone_dirs.iter().map(String::as_str).collect();
             let under_gone = |path: &str| {
@@ -197,9 +229,11 @@ impl Walker<'_> {
                         .match_indices('/')
                         .any(|(i, _)| gone.contains(&path[..i]))
             };
-            out.entries.retain(|e| !under_gone(&e.path));
-            out.index.retain(|(p, _, _)| !under_gone(p));
+            found.retain(|(e, _)| !under_gone(&e.path));
         }
+        out.stats = found.iter().map(|(_, st)| *st).collect();
+        // Collected in place (the buffer of `found` is reused): no second list of entries.
+        out.entries = found.into_iter().map(|(e, _)| e).collect();
         out.skipped.sort();
         Ok(out)
     }
@@ -229,7 +263,7 @@ impl Walker<'_> {
                     };
                 }
             };
-            let result = self.walk_dir(root, &dir, sh, &mut out);
+            let result = self.walk_dir(root, dir, sh, &mut out);
             if let Err(e) = result {
                 sh.failed.store(true, Ordering::Relaxed);
                 if let Ok(mut slot) = sh.error.lock() {
@@ -244,7 +278,14 @@ impl Walker<'_> {
     }
 
     /// Lists one directory (`rel` is "" for the root or ends without a slash).
-    fn walk_dir(&self, root: &OwnedFd, rel: &str, sh: &Shared, out: &mut Walked) -> WsResult<()> {
+    fn walk_dir(
+        &self,
+        root: &OwnedFd,
+        dir: Pending,
+        sh: &Shared,
+        out: &mut Walked,
+    ) -> WsResult<()> {
+        let rel = dir.rel.as_str();
         let how = OpenHow::new()
             .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
             .resolve(
@@ -252,7 +293,18 @@ impl Walker<'_> {
                     | ResolveFlag::RESOLVE_NO_SYMLINKS
                     | ResolveFlag::RESOLVE_NO_MAGICLINKS,
             );
-        let dirfd = match openat2(root, if rel.is_empty() { "." } else { rel }, how) {
+        // As long as a path the kernel could resolve from the root (and a restore could
+        // create): opening by one component would not notice.
+        if rel.len() >= PATH_MAX {
+            return Err(WsError::errno(rel, Errno::ENAMETOOLONG));
+        }
+        let opened = match (&dir.parent, rel.rsplit_once('/')) {
+            (Some(parent), Some((_, name))) => openat2(parent, name, how),
+            (Some(parent), None) => openat2(parent, rel, how),
+            (None, _) => openat2(root, if rel.is_empty() { "." } else { rel }, how),
+        };
+        drop(dir.parent);
+        let dirfd = match opened {
             Ok(fd) => fd,
             Err(e) if !rel.is_empty() && (vanished(e) || became_symlink(e)) => {
                 out.vanished += 1;
@@ -267,6 +319,7 @@ impl Walker<'_> {
             format!("{rel}/")
         };
         let mut subdirs = Vec::new();
+        let mut cursor = self.index.map(Index::cursor);
         let names = match list(&dirfd) {
             Ok(names) => names,
             // A directory removed while open lists as ENOENT.
@@ -298,13 +351,16 @@ impl Walker<'_> {
             let mtime_ns = stat_of(&st).mtime_ns;
             let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
             if kind == SFlag::S_IFDIR {
-                out.entries.push(Entry {
-                    path: path.clone(),
-                    kind: EntryKind::Dir { mode, mtime_ns },
-                });
+                out.found.push((
+                    Entry {
+                        path: path.clone(),
+                        kind: EntryKind::Dir { mode, mtime_ns },
+                    },
+                    None,
+                ));
                 subdirs.push(path);
             } else if kind == SFlag::S_IFREG {
-                self.file(&dirfd, &name, path, stat_of(&st), sh, out)?;
+                self.file(&dirfd, &name, path, stat_of(&st), &mut cursor, sh, out)?;
             } else if kind == SFlag::S_IFLNK {
                 let target = match readlinkat(&dirfd, name.as_c_str()) {
                     Ok(t) => t,
@@ -316,10 +372,13 @@ impl Walker<'_> {
                     Err(e) => return Err(WsError::errno(&path, e)),
                 };
                 match target.into_string() {
-                    Ok(target) => out.entries.push(Entry {
-                        path,
-                        kind: EntryKind::Symlink { target, mtime_ns },
-                    }),
+                    Ok(target) => out.found.push((
+                        Entry {
+                            path,
+                            kind: EntryKind::Symlink { target, mtime_ns },
+                        },
+                        None,
+                    )),
                     Err(_) => out
                         .skipped
                         .push(format!("{path} (symlink target is not utf-8)")),
@@ -329,8 +388,13 @@ impl Walker<'_> {
             }
         }
         if !subdirs.is_empty() {
+            // Shallow directories lend their descriptor to their subdirectories' opens.
+            let parent = (rel.matches('/').count() < PARENT_FD_DEPTH).then(|| Arc::new(dirfd));
             if let Ok(mut q) = sh.queue.lock() {
-                q.0.extend(subdirs);
+                q.0.extend(subdirs.into_iter().map(|rel| Pending {
+                    rel,
+                    parent: parent.clone(),
+                }));
             }
             sh.wake.notify_all();
         }
@@ -338,9 +402,9 @@ impl Walker<'_> {
     }
 
     /// The hash of an unchanged file, from the index (or, without one, the previous manifest).
-    fn known(&self, path: &str, st: &Stat) -> Option<String> {
-        if let Some(index) = self.index {
-            return index.lookup(path, st).map(str::to_string);
+    fn known(&self, path: &str, st: &Stat, cursor: &mut Option<Cursor<'_>>) -> Option<Digest> {
+        if let Some(cursor) = cursor {
+            return cursor.lookup(path, st);
         }
         match self.previous.get(path) {
             Some(EntryKind::File {
@@ -354,7 +418,7 @@ impl Walker<'_> {
                 && st.ctime_ns.saturating_add(2 * RACY_MARGIN_NS) < self.previous_at_ns
                 && self.stored(hash) =>
             {
-                Some(hash.clone())
+                Some(*hash)
             }
             _ => None,
         }
@@ -366,13 +430,14 @@ impl Walker<'_> {
         name: &CString,
         path: String,
         st: Stat,
+        cursor: &mut Option<Cursor<'_>>,
         sh: &Shared,
         out: &mut Walked,
     ) -> WsResult<()> {
         if let Some(d) = self.delay {
             std::thread::sleep(d);
         }
-        let (hash, st, settled) = match self.known(&path, &st) {
+        let (hash, st, settled) = match self.known(&path, &st, cursor) {
             Some(hash) => (hash, st, true),
             None => match self.hash_file(dirfd, name, &path, sh, out)? {
                 Some(found) => found,
@@ -390,18 +455,18 @@ impl Walker<'_> {
                 ..Progress::default()
             });
         }
-        if settled {
-            out.index.push((path.clone(), st, hash.clone()));
-        }
-        out.entries.push(Entry {
-            path,
-            kind: EntryKind::File {
-                mode: st.mode & 0o7777,
-                size: st.size,
-                hash,
-                mtime_ns: st.mtime_ns,
+        out.found.push((
+            Entry {
+                path,
+                kind: EntryKind::File {
+                    mode: st.mode & 0o7777,
+                    size: st.size,
+                    hash,
+                    mtime_ns: st.mtime_ns,
+                },
             },
-        });
+            settled.then_some(st),
+        ));
         Ok(())
     }
 
@@ -415,7 +480,7 @@ impl Walker<'_> {
         path: &str,
         sh: &Shared,
         out: &mut Walked,
-    ) -> WsResult<Option<(String, Stat, bool)>> {
+    ) -> WsResult<Option<(Digest, Stat, bool)>> {
         // O_NONBLOCK: a FIFO swapped in after the stat must not hang the capture.
         let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
         let fd = match openat(dirfd, name.as_c_str(), flags, Mode::empty()) {
@@ -436,7 +501,7 @@ impl Walker<'_> {
         let mut before = stat_of(&st);
         out.hashed += 1;
         let mut attempt = 1;
-        let mut previous: Option<String> = None;
+        let mut previous: Option<Digest> = None;
         let mut changed = false;
         loop {
             let read = self.read_one(&mut src, path, before.size, sh)?;
@@ -448,7 +513,7 @@ impl Walker<'_> {
             // leaves them unchanged (seen: torn reads with identical stats). A file changed
             // within the last second is settled only when two reads in a row agree.
             if settled && recently_changed(&after) {
-                settled = previous.as_deref() == Some(read.hash.as_str());
+                settled = previous == Some(read.hash);
                 changed |= previous.is_some() && !settled;
             }
             if settled || attempt == READ_ATTEMPTS {
@@ -457,12 +522,12 @@ impl Walker<'_> {
                 }
                 let mut st = before;
                 st.size = read.size;
-                let hash = read.hash.clone();
+                let hash = read.hash;
                 self.keep(read, sh, out)?;
                 return Ok(Some((hash, st, settled)));
             }
             // Changed while read, or not yet confirmed: drop what was read and read again.
-            previous = Some(read.hash.clone());
+            previous = Some(read.hash);
             if let Some(tmp) = read.tmp {
                 std::fs::remove_file(&tmp).map_err(|e| WsError::io(&tmp, e))?;
             }
@@ -480,7 +545,7 @@ impl Walker<'_> {
             let mut buf = Vec::with_capacity(size as usize);
             src.read_to_end(&mut buf)
                 .map_err(|e| WsError::io(path, e))?;
-            let hash = blake3::hash(&buf).to_hex().to_string();
+            let hash = *blake3::hash(&buf).as_bytes();
             if buf.len() as u64 <= IN_MEMORY {
                 return Ok(Read1 {
                     size: buf.len() as u64,
@@ -515,7 +580,7 @@ impl Walker<'_> {
         }
         Ok(Read1 {
             size,
-            hash: hasher.finalize().to_hex().to_string(),
+            hash: *hasher.finalize().as_bytes(),
             data: None,
             tmp: Some(tmp),
         })
@@ -533,8 +598,7 @@ impl Walker<'_> {
                 out.new_bytes += read.size;
             }
             (Some(data), None) if new && read.size <= PACK_MAX => {
-                let key = unhex32(&read.hash)
-                    .ok_or_else(|| WsError::Internal("bad content hash".into()))?;
+                let key = read.hash;
                 let frame = pack::compress(&data).map_err(|e| WsError::io(self.staging, e))?;
                 sh.pack
                     .lock()
@@ -555,20 +619,19 @@ impl Walker<'_> {
     }
 
     /// True if the store has `hash`, packed or loose.
-    fn stored(&self, hash: &str) -> bool {
-        unhex32(hash).is_some_and(|h| self.packs.get(&h).is_some())
-            || super::blob::exists(self.blobs, hash)
+    fn stored(&self, hash: &Digest) -> bool {
+        self.packs.get(hash).is_some() || super::blob::exists(self.blobs, &digest::hex(hash))
     }
 
     /// True if this capture must store `hash` (no blob has it and no worker staged it).
-    fn claim(&self, hash: &str, sh: &Shared) -> bool {
+    fn claim(&self, hash: &Digest, sh: &Shared) -> bool {
         if self.stored(hash) {
             return false;
         }
         let Ok(mut set) = sh.staged_set.lock() else {
             return true;
         };
-        set.insert(hash.to_string())
+        set.insert(*hash)
     }
 
     fn tmp_name(&self, sh: &Shared) -> PathBuf {
@@ -580,7 +643,7 @@ impl Walker<'_> {
 /// One read of a file: its content in memory, or in a staging file.
 struct Read1 {
     size: u64,
-    hash: String,
+    hash: Digest,
     data: Option<Vec<u8>>,
     tmp: Option<PathBuf>,
 }

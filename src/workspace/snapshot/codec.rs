@@ -2,6 +2,8 @@
 //! paths stored as (length shared with the previous path, new suffix). Every read is
 //! bounds-checked; a malformed input is an error, never a panic.
 
+use super::digest::Digest;
+
 /// Appends values to a byte buffer.
 #[derive(Default)]
 pub(super) struct Writer {
@@ -37,7 +39,11 @@ impl Writer {
 
     /// A path, prefix-compressed against the previous one written.
     pub fn path(&mut self, p: &str) {
-        let p = p.as_bytes();
+        self.path_bytes(p.as_bytes());
+    }
+
+    /// A path given as bytes; see [`Writer::path`].
+    pub fn path_bytes(&mut self, p: &[u8]) {
         let shared = self
             .last_path
             .iter()
@@ -123,6 +129,12 @@ impl<'a> Reader<'a> {
     }
 
     pub fn path(&mut self) -> R<String> {
+        self.path_bytes()?;
+        String::from_utf8(self.last_path.clone()).map_err(|_| Malformed)
+    }
+
+    /// The next path as bytes, borrowed until the next read (no allocation).
+    pub fn path_bytes(&mut self) -> R<&[u8]> {
         let shared = self.usize()?;
         if shared > self.last_path.len() {
             return Err(Malformed);
@@ -130,27 +142,13 @@ impl<'a> Reader<'a> {
         let suffix = self.bytes()?;
         self.last_path.truncate(shared);
         self.last_path.extend_from_slice(suffix);
-        String::from_utf8(self.last_path.clone()).map_err(|_| Malformed)
+        Ok(&self.last_path)
     }
-}
 
-/// Lowercase hex of 32 bytes.
-pub(super) fn hex32(b: &[u8; 32]) -> String {
-    super::manifest::hex(b)
-}
-
-/// Parses 64 lowercase hex digits.
-pub(super) fn unhex32(s: &str) -> Option<[u8; 32]> {
-    let s = s.as_bytes();
-    if s.len() != 64 {
-        return None;
+    /// A 32-byte content hash.
+    pub fn digest(&mut self) -> R<Digest> {
+        self.take(32)?.try_into().map_err(|_| Malformed)
     }
-    let mut out = [0u8; 32];
-    for (i, pair) in s.chunks(2).enumerate() {
-        let d = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-        out[i] = (d(pair[0])? << 4) | d(pair[1])?;
-    }
-    Some(out)
 }
 
 #[cfg(test)]
@@ -176,8 +174,5 @@ mod tests {
         let mut r = Reader::new(short);
         let _ = (r.varint(), r.i64(), r.path(), r.path());
         assert!(r.bytes().is_err());
-        let h = [0xabu8; 32];
-        assert_eq!(unhex32(&hex32(&h)), Some(h));
-        assert_eq!(unhex32("zz"), None);
     }
 }

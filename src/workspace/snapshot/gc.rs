@@ -8,13 +8,13 @@ use std::fs::{self, File};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use super::codec::hex32;
+use super::digest::Digest;
 use super::pack::{PackWriter, read_index};
 use crate::workspace::error::{WsError, WsResult};
 
 /// Deletes or rewrites packs in `packs_dir` so that only objects in `live` remain (give or
 /// take mostly-live packs); returns how many objects were dropped.
-pub(super) fn sweep_packs(packs_dir: &Path, tmp: &Path, live: &HashSet<String>) -> WsResult<u64> {
+pub(super) fn sweep_packs(packs_dir: &Path, tmp: &Path, live: &HashSet<Digest>) -> WsResult<u64> {
     let mut dropped = 0;
     let names: Vec<_> = fs::read_dir(packs_dir)
         .map_err(|e| WsError::io(packs_dir, e))?
@@ -28,10 +28,7 @@ pub(super) fn sweep_packs(packs_dir: &Path, tmp: &Path, live: &HashSet<String>) 
             continue;
         };
         let total: u64 = objects.iter().map(|o| u64::from(o.clen)).sum();
-        let keep: Vec<_> = objects
-            .iter()
-            .filter(|o| live.contains(&hex32(&o.hash)))
-            .collect();
+        let keep: Vec<_> = objects.iter().filter(|o| live.contains(&o.hash)).collect();
         let kept: u64 = keep.iter().map(|o| u64::from(o.clen)).sum();
         if keep.len() == objects.len() || (kept * 2 >= total && !keep.is_empty()) {
             continue;

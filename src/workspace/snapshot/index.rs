@@ -12,12 +12,12 @@
 //! [`RACY_MARGIN_NS`] (2 s on filesystems without sub-second timestamps); any later
 //! change of content moves the ctime into a newer tick. Racy entries are re-hashed.
 
-use std::collections::HashMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::codec::{Malformed, R, Reader, Writer, hex32, unhex32};
+use super::codec::{Malformed, R, Reader, Writer};
+use super::digest::Digest;
 
 /// More than any filesystem timestamp granularity below one second (ext4, XFS, btrfs use
 /// the kernel's coarse clock: one jiffy, at most 10 ms).
@@ -73,30 +73,114 @@ pub fn trusted(recorded: &Stat, now: &Stat, recorded_at_ns: i64) -> bool {
     recorded == now && recorded.mtime_ns < before && recorded.ctime_ns < before
 }
 
-/// One worktree's index.
+/// One file of an index: where its path is in the arena, its stat data and hash.
+#[derive(Debug, Clone, Copy)]
+struct Rec {
+    start: usize,
+    len: u32,
+    stat: Stat,
+    hash: Digest,
+}
+
+/// One worktree's index: every path in one buffer, records sorted by path (each path
+/// once), so loading it allocates twice, not twice per file, and a lookup is a search in
+/// sorted order.
 #[derive(Debug, Default)]
 pub struct Index {
     /// When the stat data was recorded: no change to the tree happened before this moment
     /// without being seen (a capture's start, or a restore's publication).
     pub recorded_at_ns: i64,
-    pub files: HashMap<String, (Stat, String)>,
+    paths: Vec<u8>,
+    // INVARIANT: sorted by path, strictly (`decode` refuses anything else).
+    files: Vec<Rec>,
 }
 
 impl Index {
-    /// The hash of `path` if its recorded stat still holds.
-    pub fn lookup(&self, path: &str, now: &Stat) -> Option<&str> {
-        let (st, hash) = self.files.get(path)?;
-        trusted(st, now, self.recorded_at_ns).then_some(hash.as_str())
+    fn path(&self, i: usize) -> &[u8] {
+        let r = &self.files[i];
+        &self.paths[r.start..r.start + r.len as usize]
     }
 
+    /// The first record in `lo..hi` whose path is not below `key`.
+    fn lower_bound(&self, mut lo: usize, mut hi: usize, key: &[u8]) -> usize {
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.path(mid) < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    fn trusted_at(&self, i: usize, key: &[u8], now: &Stat) -> Option<Digest> {
+        let r = self.files.get(i)?;
+        (self.path(i) == key && trusted(&r.stat, now, self.recorded_at_ns)).then_some(r.hash)
+    }
+
+    #[cfg(test)]
+    /// The hash of `path` if its recorded stat still holds.
+    pub fn lookup(&self, path: &str, now: &Stat) -> Option<Digest> {
+        let i = self.lower_bound(0, self.files.len(), path.as_bytes());
+        self.trusted_at(i, path.as_bytes(), now)
+    }
+
+    /// A cursor for lookups in increasing path order (one directory's files): each search
+    /// starts where the last one ended, so neighbours cost a comparison or two.
+    pub fn cursor(&self) -> Cursor<'_> {
+        Cursor {
+            index: self,
+            pos: None,
+        }
+    }
+
+    #[cfg(test)]
+    /// Every record: path, stat data, hash, in path order.
+    pub fn entries(&self) -> impl Iterator<Item = (&[u8], &Stat, &Digest)> {
+        (0..self.files.len()).map(|i| (self.path(i), &self.files[i].stat, &self.files[i].hash))
+    }
+
+    /// Every hash the index names.
+    pub fn hashes(&self) -> impl Iterator<Item = &Digest> {
+        self.files.iter().map(|r| &r.hash)
+    }
+
+    #[cfg(test)]
+    /// An index of `files` (any order; a path listed twice keeps its last entry).
+    pub fn from_entries(recorded_at_ns: i64, mut files: Vec<(String, Stat, Digest)>) -> Index {
+        sort_dedup(&mut files);
+        let mut idx = Index {
+            recorded_at_ns,
+            paths: Vec::new(),
+            files: Vec::with_capacity(files.len()),
+        };
+        for (p, stat, hash) in files {
+            idx.push(p.as_bytes(), stat, hash);
+        }
+        idx
+    }
+
+    #[cfg(test)]
+    fn push(&mut self, path: &[u8], stat: Stat, hash: Digest) -> bool {
+        let Ok(len) = u32::try_from(path.len()) else {
+            return false;
+        };
+        let start = self.paths.len();
+        self.paths.extend_from_slice(path);
+        self.files.push(Rec {
+            start,
+            len,
+            stat,
+            hash,
+        });
+        true
+    }
+
+    #[cfg(test)]
     fn encode(&self) -> Vec<u8> {
-        let mut files: Vec<(&str, &Stat, &str)> = self
-            .files
-            .iter()
-            .map(|(p, (st, h))| (p.as_str(), st, h.as_str()))
-            .collect();
-        files.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        encode_sorted(self.recorded_at_ns, &files)
+        let view: Vec<_> = self.entries().collect();
+        encode_sorted(self.recorded_at_ns, &view)
     }
 
     fn decode(body: &[u8]) -> R<Index> {
@@ -109,10 +193,22 @@ impl Index {
         let mut r = Reader::new(&data[MAGIC.len()..]);
         let recorded_at_ns = r.i64()?;
         let n = r.usize()?;
-        let mut files = HashMap::with_capacity(n.min(data.len()));
+        let mut idx = Index {
+            recorded_at_ns,
+            // Paths are prefix-compressed: the arena is a few times the body's size.
+            paths: Vec::with_capacity(data.len().saturating_mul(2)),
+            files: Vec::with_capacity(n.min(data.len() / 40)),
+        };
         for _ in 0..n {
-            let path = r.path()?;
-            let st = Stat {
+            let path = r.path_bytes()?;
+            let prev = idx.files.len().checked_sub(1).map(|i| idx.path(i));
+            if prev.is_some_and(|p| p >= path) {
+                return Err(Malformed);
+            }
+            // A borrow of the reader ends here: copy the path before reading on.
+            let start = idx.paths.len();
+            idx.paths.extend_from_slice(path);
+            let stat = Stat {
                 dev: r.varint()?,
                 ino: r.varint()?,
                 mode: r.u32()?,
@@ -120,21 +216,51 @@ impl Index {
                 mtime_ns: r.i64()?,
                 ctime_ns: r.i64()?,
             };
-            let h: [u8; 32] = r.take(32)?.try_into().map_err(|_| Malformed)?;
-            files.insert(path, (st, hex32(&h)));
+            let len = u32::try_from(idx.paths.len() - start).map_err(|_| Malformed)?;
+            let hash = r.digest()?;
+            idx.files.push(Rec {
+                start,
+                len,
+                stat,
+                hash,
+            });
         }
         if !r.done() {
             return Err(Malformed);
         }
-        Ok(Index {
-            recorded_at_ns,
-            files,
-        })
+        Ok(idx)
     }
+}
 
-    /// Every hash the index names.
-    pub fn hashes(&self) -> impl Iterator<Item = &str> {
-        self.files.values().map(|(_, h)| h.as_str())
+/// Lookups in increasing path order; see [`Index::cursor`].
+pub struct Cursor<'a> {
+    index: &'a Index,
+    /// Where the last search ended; `None` before the first.
+    pos: Option<usize>,
+}
+
+impl Cursor<'_> {
+    /// The hash of `path` if its recorded stat still holds. Paths given in increasing order
+    /// are found by a galloping search forward; any other order still finds them.
+    pub fn lookup(&mut self, path: &str, now: &Stat) -> Option<Digest> {
+        let idx = self.index;
+        let key = path.as_bytes();
+        let n = idx.files.len();
+        let i = match self.pos {
+            Some(from) if from == 0 || idx.path(from - 1) < key => {
+                // Every record before `lo` is below `key`; probe 1, 2, 4, ... ahead.
+                let (mut lo, mut hi, mut step) = (from, from, 1);
+                while hi < n && idx.path(hi) < key {
+                    lo = hi + 1;
+                    hi += step;
+                    step *= 2;
+                }
+                idx.lower_bound(lo, hi.min(n), key)
+            }
+            _ => idx.lower_bound(0, n, key),
+        };
+        self.pos = Some(i);
+        idx.trusted_at(i, key, now)
     }
 }
 
@@ -150,10 +276,7 @@ pub fn load(path: &Path) -> Option<Index> {
 }
 
 /// The encoding of an index whose entries are sorted by path (each path once). Pure.
-fn encode_sorted<P: AsRef<str>, H: AsRef<str>>(
-    recorded_at_ns: i64,
-    files: &[(P, &Stat, H)],
-) -> Vec<u8> {
+fn encode_sorted(recorded_at_ns: i64, files: &[(&[u8], &Stat, &Digest)]) -> Vec<u8> {
     // About 60 bytes an entry: one allocation for a whole tree.
     let mut w = Writer::default();
     w.buf.reserve(64 + files.len() * 64);
@@ -161,45 +284,73 @@ fn encode_sorted<P: AsRef<str>, H: AsRef<str>>(
     w.i64(recorded_at_ns);
     w.varint(files.len() as u64);
     for (p, st, hash) in files {
-        w.path(p.as_ref());
+        w.path_bytes(p);
         w.varint(st.dev);
         w.varint(st.ino);
         w.varint(u64::from(st.mode));
         w.varint(st.size);
         w.i64(st.mtime_ns);
         w.i64(st.ctime_ns);
-        w.raw(&unhex32(hash.as_ref()).unwrap_or([0; 32]));
+        w.raw(&hash[..]);
     }
     let sum = blake3::hash(&w.buf);
     w.raw(sum.as_bytes());
     w.buf
 }
 
+#[cfg(test)]
 /// Writes an index with temp + rename (no fsync: it is a cache, and a torn one fails its
 /// checksum and is ignored).
 pub fn store(path: &Path, index: &Index) -> std::io::Result<()> {
     write_body(path, &index.encode())
 }
 
-/// Writes the index of a capture straight from its `(path, stat, hash)` list, without
-/// building the map a lookup needs: sorts it by path (a path listed twice keeps its last
-/// entry, as a map would).
+/// Writes an index straight from a `(path, stat, hash)` list, without building the index
+/// a lookup needs: sorts it by path (a path listed twice keeps its last entry).
 pub fn store_entries(
     path: &Path,
     recorded_at_ns: i64,
-    files: &mut Vec<(String, Stat, String)>,
+    files: &mut Vec<(String, Stat, Digest)>,
 ) -> std::io::Result<()> {
-    files.sort_by(|a, b| a.0.cmp(&b.0));
-    dedup_keep_last(files);
-    let view: Vec<(&str, &Stat, &str)> = files
+    sort_dedup(files);
+    let view: Vec<(&[u8], &Stat, &Digest)> = files
         .iter()
-        .map(|(p, st, h)| (p.as_str(), st, h.as_str()))
+        .map(|(p, st, h)| (p.as_bytes(), st, h))
         .collect();
     write_body(path, &encode_sorted(recorded_at_ns, &view))
 }
 
-/// Of runs of equal paths in a sorted list, keeps the last.
-fn dedup_keep_last(files: &mut Vec<(String, Stat, String)>) {
+/// Writes the index of a capture from its entries, already in path order, and their stat
+/// data (`None`: not to be trusted next time, or not a file). Copies no path.
+pub fn store_walked(
+    path: &Path,
+    recorded_at_ns: i64,
+    entries: &[super::manifest::Entry],
+    stats: &[Option<Stat>],
+) -> std::io::Result<()> {
+    use super::manifest::EntryKind;
+    let mut view: Vec<(&[u8], &Stat, &Digest)> = Vec::with_capacity(entries.len());
+    for (e, st) in entries.iter().zip(stats) {
+        if let (EntryKind::File { hash, .. }, Some(st)) = (&e.kind, st) {
+            // INVARIANT: `entries` is sorted; equal neighbours keep the later one.
+            if view.last().is_some_and(|(p, _, _)| *p == e.path.as_bytes()) {
+                view.pop();
+            }
+            view.push((e.path.as_bytes(), st, hash));
+        }
+    }
+    if !view.is_sorted_by(|a, b| a.0 < b.0) {
+        view.sort_by(|a, b| a.0.cmp(b.0));
+        view.reverse();
+        view.dedup_by(|later, kept| later.0 == kept.0);
+        view.reverse();
+    }
+    write_body(path, &encode_sorted(recorded_at_ns, &view))
+}
+
+/// Sorts by path; of runs of equal paths keeps the last.
+fn sort_dedup(files: &mut Vec<(String, Stat, Digest)>) {
+    files.sort_by(|a, b| a.0.cmp(&b.0));
     files.reverse();
     files.dedup_by(|later, kept| later.0 == kept.0);
     files.reverse();
@@ -289,47 +440,119 @@ mod tests {
         assert!(!trusted(&coarse, &coarse, t));
     }
 
+    fn list(idx: &Index) -> Vec<(String, Stat, Digest)> {
+        idx.entries()
+            .map(|(p, st, h)| (String::from_utf8_lossy(p).into_owned(), *st, *h))
+            .collect()
+    }
+
     #[test]
-    fn indexes_round_trip_and_torn_ones_are_ignored() {
+    fn indexes_round_trip_and_torn_or_unsorted_ones_are_ignored() {
         let dir = tempfile::tempdir().expect("tmp");
-        let mut idx = Index {
-            recorded_at_ns: 42,
-            ..Default::default()
-        };
-        idx.files.insert("a/b".into(), (st(1, 2), "cd".repeat(32)));
-        idx.files.insert("a/c".into(), (st(3, 4), "ef".repeat(32)));
+        let idx = Index::from_entries(
+            42,
+            vec![
+                ("a/c".into(), st(3, 4), [0xef; 32]),
+                ("a/b".into(), st(1, 2), [0xcd; 32]),
+            ],
+        );
         let p = path_for(dir.path(), 1, 2);
         store(&p, &idx).expect("stores");
         let back = load(&p).expect("loads");
         assert_eq!(back.recorded_at_ns, 42);
-        assert_eq!(back.files, idx.files);
+        assert_eq!(list(&back), list(&idx));
+        assert_eq!(list(&back)[0].0, "a/b", "sorted by path");
         let body = fs::read(&p).expect("reads");
         fs::write(&p, &body[..body.len() - 3]).expect("writes");
         assert!(load(&p).is_none());
+        // A well-formed body whose paths are out of order is no index either.
+        let (a, b) = (st(1, 2), st(3, 4));
+        let unsorted = encode_sorted(1, &[(b"b", &a, &[1; 32]), (b"a", &b, &[2; 32])]);
+        assert!(Index::decode(&unsorted).is_err());
+        let twice = encode_sorted(1, &[(b"a", &a, &[1; 32]), (b"a", &b, &[2; 32])]);
+        assert!(Index::decode(&twice).is_err());
     }
 
     #[test]
-    fn an_index_written_from_a_capture_list_equals_the_map_encoding() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let mut idx = Index {
-            recorded_at_ns: 7,
-            ..Default::default()
-        };
-        // Out of order, with one path listed twice (the later entry wins, as in a map).
-        let mut list = vec![
-            ("b/c".to_string(), st(5, 6), "01".repeat(32)),
-            ("a".to_string(), st(1, 2), "23".repeat(32)),
-            ("b".to_string(), st(9, 9), "45".repeat(32)),
-            ("b".to_string(), st(3, 4), "67".repeat(32)),
-        ];
-        for (p, s, h) in &list {
-            idx.files.insert(p.clone(), (*s, h.clone()));
+    fn lookups_find_every_path_in_any_order_and_only_trusted_stat_data() {
+        let t = 1_000_000_000_000_000_123;
+        let old = st(t - 5_000_000_000, t - 4_000_000_000);
+        let names: Vec<String> = (0..300)
+            .map(|i| format!("d{}/{}{i}", i % 7, ["a", "b-", "b/", "b0", "c.d"][i % 5]))
+            .collect();
+        let files = names
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.clone(), old, [i as u8; 32]))
+            .collect();
+        let idx = Index::from_entries(t, files);
+        let mut sorted = names.clone();
+        sorted.sort();
+        let mut cur = idx.cursor();
+        for p in &sorted {
+            let want = names.iter().position(|n| n == p).map(|i| [i as u8; 32]);
+            assert_eq!(idx.lookup(p, &old), want, "{p}");
+            assert_eq!(cur.lookup(p, &old), want, "cursor, in order: {p}");
         }
+        // Backwards, skipping, and absent paths between present ones.
+        let mut cur = idx.cursor();
+        for p in sorted.iter().rev().step_by(3) {
+            assert!(cur.lookup(p, &old).is_some(), "cursor, backwards: {p}");
+            assert_eq!(cur.lookup(&format!("{p}~"), &old), None);
+        }
+        assert_eq!(idx.cursor().lookup("", &old), None);
+        assert_eq!(idx.cursor().lookup("zzz", &old), None);
+        let newer = Stat { size: 5, ..old };
+        assert_eq!(idx.lookup(&sorted[0], &newer), None, "changed stat data");
+        assert_eq!(Index::default().cursor().lookup("a", &old), None);
+    }
+
+    #[test]
+    fn an_index_written_from_a_list_or_a_walk_equals_the_index_encoding() {
+        use crate::workspace::snapshot::{Entry, EntryKind};
+        let dir = tempfile::tempdir().expect("tmp");
+        // Out of order, with one path listed twice (the later entry wins).
+        let mut items = vec![
+            ("b/c".to_string(), st(5, 6), [1; 32]),
+            ("a".to_string(), st(1, 2), [2; 32]),
+            ("b".to_string(), st(9, 9), [3; 32]),
+            ("b".to_string(), st(3, 4), [4; 32]),
+        ];
+        let idx = Index::from_entries(7, items.clone());
         let p = path_for(dir.path(), 3, 4);
-        store_entries(&p, 7, &mut list).expect("stores");
+        store_entries(&p, 7, &mut items).expect("stores");
         assert_eq!(fs::read(&p).expect("reads"), idx.encode());
         let back = load(&p).expect("loads");
-        assert_eq!(back.files, idx.files);
-        assert_eq!(back.files["b"].1, "67".repeat(32));
+        assert_eq!(list(&back).len(), 3);
+        assert_eq!(back.lookup("b", &st(3, 4)), None, "racy: recorded at 7 ns");
+        assert_eq!(back.entries().nth(1).map(|e| *e.2), Some([4; 32]));
+        // From a walk: files with stat data only; dirs and unsettled files left out.
+        let file = |path: &str, h: u8| Entry {
+            path: path.into(),
+            kind: EntryKind::File {
+                mode: 0o644,
+                size: 4,
+                hash: [h; 32],
+                mtime_ns: 1,
+            },
+        };
+        let dir_e = Entry {
+            path: "b".into(),
+            kind: EntryKind::Dir {
+                mode: 0o755,
+                mtime_ns: 0,
+            },
+        };
+        let entries = [file("a", 2), dir_e, file("b/c", 1), file("b/d", 9)];
+        let stats = [Some(st(1, 2)), Some(st(9, 9)), Some(st(5, 6)), None];
+        store_walked(&p, 7, &entries, &stats).expect("stores");
+        let want = Index::from_entries(
+            7,
+            vec![
+                ("a".into(), st(1, 2), [2; 32]),
+                ("b/c".into(), st(5, 6), [1; 32]),
+            ],
+        );
+        assert_eq!(fs::read(&p).expect("reads"), want.encode());
     }
 }

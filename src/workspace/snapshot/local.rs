@@ -20,6 +20,7 @@ use std::os::unix::fs::MetadataExt;
 
 use super::blob::{self, Kind};
 use super::capture::{Walker, open_root};
+use super::digest::{self, Digest};
 use super::index;
 use super::manifest::{EntryKind, Manifest, VERSION, sha256_hex};
 use super::pack::{Object, PackIndex};
@@ -183,7 +184,7 @@ impl LocalSnapshotStore {
         &self,
         id: &str,
         staging: &Path,
-        staged: &[(PathBuf, String)],
+        staged: &[(PathBuf, Digest)],
         packs: Vec<(PathBuf, Vec<Object>)>,
     ) -> WsResult<()> {
         if staged.is_empty() && packs.is_empty() {
@@ -193,7 +194,7 @@ impl LocalSnapshotStore {
         syncfs(staging)?;
         par::for_each(&kinds, 256, |(tmp, hash, kind)| {
             let src = blob::staged_path(tmp, *kind);
-            let dest = blob::path(&self.blobs, hash, *kind);
+            let dest = blob::path(&self.blobs, &digest::hex(hash), *kind);
             fs::rename(&src, &dest).map_err(|e| WsError::io(&dest, e))
         })?;
         let mut placed = Vec::with_capacity(packs.len());
@@ -216,12 +217,12 @@ impl LocalSnapshotStore {
     /// with the kind it is published as.
     fn compress_staged(
         &self,
-        staged: &[(PathBuf, String)],
-    ) -> WsResult<Vec<(PathBuf, String, Kind)>> {
+        staged: &[(PathBuf, Digest)],
+    ) -> WsResult<Vec<(PathBuf, Digest, Kind)>> {
         if !self.compress_blobs {
             return Ok(staged
                 .iter()
-                .map(|(p, h)| (p.clone(), h.clone(), Kind::Raw))
+                .map(|(p, h)| (p.clone(), *h, Kind::Raw))
                 .collect());
         }
         let out = std::sync::Mutex::new(Vec::with_capacity(staged.len()));
@@ -230,7 +231,7 @@ impl LocalSnapshotStore {
             let kind = blob::compress_staged(tmp, len).map_err(|e| WsError::io(tmp, e))?;
             out.lock()
                 .map_err(|_| WsError::Internal("blob compression lock poisoned".into()))?
-                .push((tmp.clone(), hash.clone(), kind));
+                .push((tmp.clone(), *hash, kind));
             Ok(())
         })?;
         out.into_inner()
@@ -255,8 +256,9 @@ impl LocalSnapshotStore {
     }
 }
 
-impl SnapshotStore for LocalSnapshotStore {
-    fn capture(
+impl LocalSnapshotStore {
+    /// [`SnapshotStore::capture`] without the memory hand-back.
+    fn capture_tree(
         &self,
         id: &str,
         root: &Path,
@@ -308,7 +310,7 @@ impl SnapshotStore for LocalSnapshotStore {
         };
         let manifest_sha256 = self.write_manifest(&m)?;
         // Only now are all the hashes it names durable blobs.
-        if let Err(e) = index::store_entries(&index_path, started_ns, &mut walked.index) {
+        if let Err(e) = index::store_walked(&index_path, started_ns, &m.entries, &walked.stats) {
             tracing::warn!(error = %e, "snapshot stat index not written");
         }
         progress(walked.counters);
@@ -322,6 +324,22 @@ impl SnapshotStore for LocalSnapshotStore {
             vanished: walked.vanished,
             changed_while_read: walked.changed_while_read,
         })
+    }
+}
+
+impl SnapshotStore for LocalSnapshotStore {
+    fn capture(
+        &self,
+        id: &str,
+        root: &Path,
+        previous: Option<&Manifest>,
+        progress: ProgressFn<'_>,
+    ) -> WsResult<Captured> {
+        let captured = self.capture_tree(id, root, previous, progress);
+        // The walk's lists (a few hundred bytes a file) are freed by now; without this glibc
+        // keeps their pages, and a long-lived service stays at its peak while idle.
+        crate::proxy::memory::release_free_memory();
+        captured
     }
 
     fn load(&self, id: &str, sha256: &str) -> WsResult<Manifest> {
@@ -356,7 +374,9 @@ impl SnapshotStore for LocalSnapshotStore {
             packs_dir: &self.packs_dir,
             packs: &packs,
         };
-        super::restore::restore(m, &store, &self.index, dest, owner, progress)
+        let restored = super::restore::restore(m, &store, &self.index, dest, owner, progress);
+        crate::proxy::memory::release_free_memory();
+        restored
     }
 
     fn collect_garbage(&self, keep: &[String]) -> WsResult<u64> {
@@ -400,7 +420,7 @@ impl SnapshotStore for LocalSnapshotStore {
     }
 }
 
-fn sweep_blobs(blobs: &Path, live: &HashSet<String>) -> WsResult<u64> {
+fn sweep_blobs(blobs: &Path, live: &HashSet<Digest>) -> WsResult<u64> {
     let mut removed = 0;
     for shard in fs::read_dir(blobs).map_err(|e| WsError::io(blobs, e))? {
         let shard = shard.map_err(|e| WsError::io(blobs, e))?.path();
@@ -410,7 +430,8 @@ fn sweep_blobs(blobs: &Path, live: &HashSet<String>) -> WsResult<u64> {
                 .file_name()
                 .and_then(|s| s.to_str())
                 .unwrap_or_default();
-            if !live.contains(blob::hash_of_name(name)) {
+            // A name that is no hash is no blob of a live manifest either.
+            if !digest::parse(blob::hash_of_name(name)).is_some_and(|h| live.contains(&h)) {
                 fs::remove_file(&blob).map_err(|e| WsError::io(&blob, e))?;
                 removed += 1;
             }

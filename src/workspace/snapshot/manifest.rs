@@ -1,9 +1,10 @@
 //! The manifest: one snapshot's list of entries, with content hashes for files.
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use sha2::{Digest as _, Sha256};
 
-use super::codec::{Malformed, R, Reader, Writer, hex32, unhex32};
+use super::codec::{Malformed, R, Reader, Writer};
+use super::digest::{self, Digest};
 
 /// Manifests written now: binary, BLAKE3 content hashes.
 pub const VERSION: u32 = 2;
@@ -26,9 +27,10 @@ pub enum EntryKind {
     File {
         mode: u32,
         size: u64,
-        /// Hex content hash: SHA-256 in version 1 manifests, BLAKE3 from version 2 on.
-        #[serde(rename = "sha256")]
-        hash: String,
+        /// Content hash: SHA-256 in version 1 manifests, BLAKE3 from version 2 on (hex in
+        /// JSON).
+        #[serde(rename = "sha256", with = "digest::serde_hex")]
+        hash: Digest,
         mtime_ns: i64,
     },
     Symlink {
@@ -96,8 +98,7 @@ impl Manifest {
                     w.varint(u64::from(*mode));
                     w.varint(*size);
                     w.i64(*mtime_ns);
-                    // Hashes this store made are always 64 hex digits.
-                    w.raw(&unhex32(hash).unwrap_or([0; 32]));
+                    w.raw(hash);
                 }
                 EntryKind::Symlink { target, mtime_ns } => {
                     w.u8(TAG_SYMLINK);
@@ -143,11 +144,10 @@ impl Manifest {
                     let mode = r.u32()?;
                     let size = r.varint()?;
                     let mtime_ns = r.i64()?;
-                    let h: [u8; 32] = r.take(32)?.try_into().map_err(|_| Malformed)?;
                     EntryKind::File {
                         mode,
                         size,
-                        hash: hex32(&h),
+                        hash: r.digest()?,
                         mtime_ns,
                     }
                 }
@@ -227,7 +227,7 @@ mod tests {
                     kind: EntryKind::File {
                         mode: 0o644,
                         size: 1,
-                        hash: "ab".into(),
+                        hash: [0xab; 32],
                         mtime_ns: 1_700_000_000_123_456_789,
                     },
                 },
@@ -241,6 +241,16 @@ mod tests {
             ],
         };
         let body = serde_json::to_vec(&m).expect("encodes");
+        let text = String::from_utf8_lossy(&body);
+        assert!(
+            text.contains(&format!("\"sha256\":\"{}\"", "ab".repeat(32))),
+            "{text}"
+        );
+        let bad = text.replace(&"ab".repeat(32), "ab");
+        assert!(
+            Manifest::decode(bad.as_bytes()).is_err(),
+            "a short hash is refused"
+        );
         let back: Manifest = serde_json::from_slice(&body).expect("decodes");
         assert_eq!(back.entries, m.entries);
         assert!(Manifest::decode(&body).is_ok(), "version 1 is JSON");
@@ -248,7 +258,7 @@ mod tests {
 
     #[test]
     fn manifests_round_trip_through_the_binary_encoding() {
-        let h = "ab".repeat(32);
+        let h = [0xcd; 32];
         let m = Manifest {
             version: VERSION,
             id: "snap-2".into(),
@@ -267,7 +277,7 @@ mod tests {
                     kind: EntryKind::File {
                         mode: 0o644,
                         size: 1 << 40,
-                        hash: h.clone(),
+                        hash: h,
                         mtime_ns: -3,
                     },
                 },

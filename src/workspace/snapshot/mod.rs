@@ -4,6 +4,7 @@ mod blob;
 mod capture;
 mod clone;
 mod codec;
+mod digest;
 mod gc;
 mod index;
 mod local;
@@ -15,6 +16,7 @@ mod restore;
 use std::path::Path;
 
 pub use local::LocalSnapshotStore;
+pub use digest::Digest;
 pub use manifest::{Entry, EntryKind, Manifest};
 
 use crate::workspace::error::WsResult;

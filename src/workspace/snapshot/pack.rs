@@ -11,7 +11,6 @@
 //! that; garbage collection deletes packs without live objects and rewrites those that are
 //! mostly dead (the new pack is durable before the old one goes).
 
-use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
@@ -50,11 +49,13 @@ pub(super) struct Object {
     pub rlen: u32,
 }
 
-/// Every object of every pack in `packs/`.
+/// Every object of every pack in `packs/`: a sorted array (56 bytes an object, about half
+/// of a hash map's footprint; the service keeps it for as long as it runs).
 #[derive(Default)]
 pub(super) struct PackIndex {
     pub names: Vec<String>,
-    pub objects: HashMap<[u8; 32], Loc>,
+    // INVARIANT: sorted by hash, each hash once (the first pack that has it).
+    objects: Vec<([u8; 32], Loc)>,
 }
 
 impl PackIndex {
@@ -82,18 +83,23 @@ impl PackIndex {
     pub fn add(&mut self, name: String, objects: &[Object]) {
         let pack = self.names.len() as u32;
         self.names.push(name);
-        for o in objects {
-            self.objects.entry(o.hash).or_insert(Loc {
+        self.objects.extend(objects.iter().map(|o| {
+            let loc = Loc {
                 pack,
                 offset: o.offset,
                 clen: o.clen,
                 rlen: o.rlen,
-            });
-        }
+            };
+            (o.hash, loc)
+        }));
+        // Stable: of equal hashes the earlier pack's comes first, and stays.
+        self.objects.sort_by(|a, b| a.0.cmp(&b.0));
+        self.objects.dedup_by(|later, kept| later.0 == kept.0);
     }
 
     pub fn get(&self, hash: &[u8; 32]) -> Option<Loc> {
-        self.objects.get(hash).copied()
+        let i = self.objects.binary_search_by(|(h, _)| h.cmp(hash)).ok()?;
+        Some(self.objects[i].1)
     }
 }
 
@@ -292,5 +298,30 @@ mod tests {
             fs::write(path, &data[..cut]).unwrap();
             assert!(read_index(path).is_err(), "cut at {cut}");
         }
+    }
+}
+
+#[cfg(test)]
+mod index_tests {
+    use super::*;
+
+    #[test]
+    fn an_object_in_two_packs_is_found_in_the_first_and_absent_ones_are_not_found() {
+        let obj = |h: u8, offset: u64| Object {
+            hash: [h; 32],
+            offset,
+            clen: 1,
+            rlen: 2,
+        };
+        let mut idx = PackIndex::default();
+        idx.add("a.pack".into(), &[obj(9, 4), obj(3, 5), obj(9, 6)]);
+        idx.add("b.pack".into(), &[obj(3, 7), obj(1, 8)]);
+        let at = |h: u8| idx.get(&[h; 32]).map(|l| (l.pack, l.offset));
+        assert_eq!(at(9), Some((0, 4)), "first entry of the first pack");
+        assert_eq!(at(3), Some((0, 5)), "the earlier pack wins");
+        assert_eq!(at(1), Some((1, 8)));
+        assert_eq!(at(2), None);
+        assert_eq!(at(0xff), None);
+        assert_eq!(PackIndex::default().get(&[0; 32]), None);
     }
 }

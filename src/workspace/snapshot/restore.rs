@@ -18,12 +18,12 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
-use sha2::{Digest, Sha256};
+use sha2::{Digest as _, Sha256};
 
 use super::blob::{self, Kind};
-use super::codec::unhex32;
+use super::digest::{self, Digest};
 use super::pack::{self, PACK_MAX, PackIndex};
-use super::index::{self, Index, Stat};
+use super::index::{self, Stat};
 use super::manifest::{Entry, EntryKind, Manifest, hex, safe_rel_path};
 use super::{Progress, ProgressFn, par};
 use crate::workspace::error::{WsError, WsResult};
@@ -134,13 +134,7 @@ pub(super) fn restore(
                 }
                 levels[depth].push((e.path.as_str(), *mode, *mtime_ns));
             }
-            EntryKind::File { hash, .. } => {
-                if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return Err(corrupt(m, format!("bad blob name `{hash}`")));
-                }
-                leaves.push(e);
-            }
-            EntryKind::Symlink { .. } => leaves.push(e),
+            EntryKind::File { .. } | EntryKind::Symlink { .. } => leaves.push(e),
         }
     }
     if fs::symlink_metadata(dest).is_ok() {
@@ -262,11 +256,12 @@ fn build(
     if wait > 0 {
         std::thread::sleep(Duration::from_nanos(wait.unsigned_abs()));
     }
-    let idx = Index {
-        recorded_at_ns: index::now_ns(),
-        files: files.into_iter().map(|(p, st, h)| (p, (st, h))).collect(),
-    };
-    let _ = index::store(&index::path_for(index_dir, root.dev(), root.ino()), &idx);
+    let mut files = files;
+    let _ = index::store_entries(
+        &index::path_for(index_dir, root.dev(), root.ino()),
+        index::now_ns(),
+        &mut files,
+    );
     Ok(())
 }
 
@@ -314,7 +309,7 @@ struct Ctx<'a> {
     progress: ProgressFn<'a>,
     files: AtomicU64,
     bytes: AtomicU64,
-    index: Mutex<Vec<(String, Stat, String)>>,
+    index: Mutex<Vec<(String, Stat, Digest)>>,
 }
 
 /// The content hash of a manifest's version, fed in pieces.
@@ -359,9 +354,9 @@ impl Ctx<'_> {
                 hash,
                 mtime_ns,
             } => {
-                let st = self.file(&target, hash, *size, *mode, *mtime_ns)?;
+                let st = self.file(&target, &digest::hex(hash), *size, *mode, *mtime_ns)?;
                 if let Ok(mut idx) = self.index.lock() {
-                    idx.push((path.to_string(), st, hash.clone()));
+                    idx.push((path.to_string(), st, *hash));
                 }
                 let files = self.files.fetch_add(1, Ordering::Relaxed) + 1;
                 let bytes = self.bytes.fetch_add(st.size, Ordering::Relaxed) + st.size;
@@ -402,7 +397,7 @@ impl Ctx<'_> {
     ) -> WsResult<Stat> {
         let m = self.m;
         let packed = (size <= PACK_MAX)
-            .then(|| unhex32(hash).and_then(|h| self.store.packs.get(&h)))
+            .then(|| digest::parse(hash).and_then(|h| self.store.packs.get(&h)))
             .flatten();
         if let Some(loc) = packed {
             let data = self.packed(hash, loc)?;

@@ -96,7 +96,9 @@ fn corrupted_blobs_and_manifests_are_refused() {
         .entries
         .iter()
         .find_map(|e| match &e.kind {
-            EntryKind::File { hash, size, .. } if *size == 2 << 20 => Some(hash.clone()),
+            EntryKind::File { hash, size, .. } if *size == 2 << 20 => {
+                Some(super::digest::hex(hash))
+            }
             _ => None,
         })
         .unwrap();
@@ -159,4 +161,44 @@ fn garbage_collection_keeps_blobs_shared_with_kept_snapshots() {
     store
         .restore(&m1, &dir.path().join("dest"), None, &|_| {})
         .unwrap();
+}
+
+#[test]
+fn a_tree_deeper_than_the_walks_held_descriptors_round_trips_and_recaptures_by_stat() {
+    // Directories below `PARENT_FD_DEPTH` (24) are opened from the root by their path;
+    // those above through their parent's descriptor. Both must give the same tree.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let mut rel = std::path::PathBuf::new();
+    for depth in 0..40 {
+        rel.push(format!("d{depth}"));
+        std::fs::create_dir_all(src.join(&rel)).unwrap();
+        std::fs::write(src.join(&rel).join("f"), format!("level {depth}")).unwrap();
+        std::fs::create_dir_all(src.join(&rel).with_file_name(format!("e{depth}"))).unwrap();
+        symlink("f", src.join(&rel).join("l")).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(250));
+    let store = LocalSnapshotStore::open(&dir.path().join("store")).unwrap();
+    let (m1, c1) = capture(&store, "s1", &src, None);
+    assert_eq!((c1.files, c1.hashed, c1.vanished), (40, 40, 0));
+    assert_eq!(
+        m1.entries.len(),
+        40 * 4,
+        "per level: a dir, a file, a symlink, a sibling"
+    );
+    let (m2, c2) = capture(&store, "s2", &src, Some(&m1));
+    assert_eq!(
+        (c2.files, c2.hashed),
+        (40, 0),
+        "every file found in the index"
+    );
+    assert_eq!(m1.entries, m2.entries);
+    let dest = dir.path().join("dest");
+    store.restore(&m2, &dest, None, &|_| {}).unwrap();
+    let deepest = dest.join(&rel);
+    assert_eq!(std::fs::read(deepest.join("f")).unwrap(), b"level 39");
+    assert_eq!(
+        std::fs::read_link(deepest.join("l")).unwrap().to_str(),
+        Some("f")
+    );
 }

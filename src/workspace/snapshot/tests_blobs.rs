@@ -59,7 +59,7 @@ fn hash_of(m: &Manifest, path: &str) -> String {
     m.entries
         .iter()
         .find_map(|e| match &e.kind {
-            EntryKind::File { hash, .. } if e.path == path => Some(hash.clone()),
+            EntryKind::File { hash, .. } if e.path == path => Some(super::digest::hex(hash)),
             _ => None,
         })
         .unwrap()

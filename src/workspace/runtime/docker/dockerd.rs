@@ -1,6 +1,7 @@
 //! The workspace's private dockerd: its generated `daemon.json`, start in the workspace's
 //! network namespace, readiness, and stop. Data root, exec root, pidfile and socket are the
-//! workspace's own; dockerd starts and manages its own containerd.
+//! workspace's own; so is its containerd, which the runtime starts first (`containerd.rs`)
+//! and dockerd is pointed at.
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -32,13 +33,23 @@ fn overlaps(a: u32, a_len: u32, b: u32, b_len: u32) -> bool {
     a & mask == b & mask
 }
 
+/// No address slot is free of the host's routes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "every one of the {} /{} address slots in {}/9 overlaps a host route; \
+     a workspace daemon would clash with the host's networks",
+    SLOTS,
+    32 - SLOT_BITS,
+    Ipv4Addr::from(POOL_BASE)
+)]
+pub struct NoFreeSlot;
+
 /// Pure: the address slot of the workspace with `uid`, moved past any slot that overlaps a
 /// host route (the default route aside). Distinct uids below 2048 apart get distinct slots.
-pub fn addresses(uid: u32, host_routes: &[HostRoute]) -> Addresses {
-    let mut slot = uid % SLOTS;
-    for _ in 0..SLOTS {
-        let net = POOL_BASE + (slot << SLOT_BITS);
-        let clash = host_routes.iter().any(|r| {
+/// When every slot clashes, an error: a clashing pool is never handed out.
+pub fn addresses(uid: u32, host_routes: &[HostRoute]) -> Result<Addresses, NoFreeSlot> {
+    let clashes = |net: u32| {
+        host_routes.iter().any(|r| {
             r.prefix > 0
                 && overlaps(
                     net,
@@ -46,19 +57,18 @@ pub fn addresses(uid: u32, host_routes: &[HostRoute]) -> Addresses {
                     u32::from(r.network),
                     u32::from(r.prefix),
                 )
-        });
-        if !clash {
-            break;
-        }
-        slot = (slot + 1) % SLOTS;
-    }
-    let net = POOL_BASE + (slot << SLOT_BITS);
+        })
+    };
+    let net = (0..SLOTS)
+        .map(|i| POOL_BASE + (((uid % SLOTS + i) % SLOTS) << SLOT_BITS))
+        .find(|net| !clashes(*net))
+        .ok_or(NoFreeSlot)?;
     // The bridge takes the last /24 of the slot; the pool hands out the first fifteen.
     let bridge = net + (15 << 8);
-    Addresses {
+    Ok(Addresses {
         bip: format!("{}/24", Ipv4Addr::from(bridge + 1)),
         pool: format!("{}/20", Ipv4Addr::from(net)),
-    }
+    })
 }
 
 /// Pure: the generated `daemon.json`.
@@ -68,6 +78,8 @@ pub fn config(layout: &Layout, addrs: &Addresses) -> serde_json::Value {
         "exec-root": layout.exec_root,
         "pidfile": layout.pidfile,
         "hosts": [format!("unix://{}", layout.daemon_socket.display())],
+        // Its own containerd, started before it (`containerd.rs`).
+        "containerd": super::containerd::Paths::of(layout).socket,
         "group": "root",
         "bip": addrs.bip,
         "default-address-pools": [{ "base": addrs.pool, "size": 24 }],
@@ -235,35 +247,85 @@ mod tests {
     #[test]
     fn generated_config_turns_entitlements_off_and_keeps_build_steps_in_the_budget() {
         let l = Layout::new(Path::new("/state/ws/a"), 20007);
-        let c = config(&l, &addresses(20007, &[]));
+        let c = config(&l, &addresses(20007, &[]).expect("free"));
         assert_eq!(c["cgroup-parent"], "/dockwarden_ws_20007/containers");
         assert_eq!(c["builder"]["entitlements"]["network-host"], false);
         assert_eq!(c["builder"]["entitlements"]["security-insecure"], false);
         assert_eq!(c["log-driver"], "json-file");
+        assert_eq!(c["log-opts"]["max-size"], "10m", "the json-file logs are size-capped");
+        assert_eq!(c["log-opts"]["max-file"], "3");
         assert_eq!(c["hosts"][0], "unix:///state/ws/a/docker/docker.sock");
+        assert_eq!(c["live-restore"], false);
+        assert_eq!(
+            c["containerd"],
+            "/state/ws/a/docker/exec/containerd/containerd.sock"
+        );
+    }
+
+    #[test]
+    fn data_root_exec_root_and_pidfile_are_the_workspace_own() {
+        let ws = Path::new("/state/workspaces/a");
+        let l = Layout::new(ws, 20007);
+        let c = config(&l, &addresses(20007, &[]).expect("free"));
+        let root = ws.join("docker");
+        for (key, leaf) in [
+            ("data-root", "data"),
+            ("exec-root", "exec"),
+            ("pidfile", "docker.pid"),
+        ] {
+            let got = PathBuf::from(c[key].as_str().expect(key));
+            assert_eq!(got, root.join(leaf), "{key}");
+            assert!(got.starts_with(ws), "{key} is under the workspace directory");
+        }
+        // And never the host daemon's.
+        for host in ["/var/lib/docker", "/var/run/docker", "/run/docker"] {
+            assert!(!c.to_string().contains(&format!("\"{host}")), "{c}");
+        }
+    }
+
+    fn route(net: u32, prefix: u8) -> HostRoute {
+        HostRoute {
+            network: Ipv4Addr::from(net),
+            prefix,
+            iface: "eth1".into(),
+        }
     }
 
     #[test]
     fn slots_are_distinct_and_skip_host_routes() {
-        let a = addresses(20000, &[]);
-        let b = addresses(20001, &[]);
+        let a = addresses(20000, &[]).expect("free");
+        let b = addresses(20001, &[]).expect("free");
         assert_ne!(a, b);
         assert!(a.bip.ends_with(".1/24"));
-        let clash: Vec<HostRoute> = vec![HostRoute {
-            network: "10.128.0.0".parse().expect("ip"),
-            prefix: 9,
-            iface: "eth1".into(),
-        }];
-        // Every slot overlaps a /9 route over the whole space: the last candidate is kept.
-        let _ = addresses(1, &clash);
-        let narrow = vec![HostRoute {
-            network: Ipv4Addr::from(POOL_BASE + ((20000 % SLOTS) << SLOT_BITS)),
-            prefix: 24,
-            iface: "eth1".into(),
-        }];
-        let moved = addresses(20000, &narrow);
+        let narrow = vec![route(POOL_BASE + ((20000 % SLOTS) << SLOT_BITS), 24)];
+        let moved = addresses(20000, &narrow).expect("the next slot is free");
         assert_ne!(moved, a, "the clashing slot is skipped");
-        assert_eq!(moved, addresses(20001, &[]));
+        assert_eq!(moved, b);
+        // The default route is no clash.
+        assert_eq!(addresses(20000, &[route(0, 0)]), Ok(a));
+        // The last slot wraps around to the first.
+        let last = vec![route(POOL_BASE + ((SLOTS - 1) << SLOT_BITS), 20)];
+        assert_eq!(addresses(SLOTS - 1, &last), addresses(0, &[]));
+    }
+
+    #[test]
+    fn every_slot_clashing_is_an_error_not_a_clashing_pool() {
+        // One /9 route over the whole space.
+        assert_eq!(addresses(1, &[route(POOL_BASE, 9)]), Err(NoFreeSlot));
+        // Or a wider one (10.0.0.0/8).
+        assert_eq!(addresses(77, &[route(10 << 24, 8)]), Err(NoFreeSlot));
+        // Two halves, each a /10: still nothing free.
+        let halves = vec![route(POOL_BASE, 10), route(POOL_BASE + (1 << 22), 10)];
+        assert_eq!(addresses(5, &halves), Err(NoFreeSlot));
+        // One /20 left free among many routes is found from any uid.
+        let all_but_one: Vec<HostRoute> = (0..SLOTS)
+            .filter(|s| *s != 1234)
+            .map(|s| route(POOL_BASE + (s << SLOT_BITS), 20))
+            .collect();
+        let free = addresses(9, &all_but_one).expect("one slot is free");
+        let want = Ipv4Addr::from(POOL_BASE + (1234 << SLOT_BITS));
+        assert_eq!(free.pool, format!("{want}/20"));
+        assert!(NoFreeSlot.to_string().contains("overlaps a host route"));
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! INVARIANT: `up` returns only once the daemon and the proxy both answer `/_ping`.
 
 pub mod api;
+pub mod containerd;
 pub mod dockerd;
+pub mod leftovers;
 pub mod netns;
 pub mod proxy;
 
@@ -30,6 +32,8 @@ use crate::workspace::model::ExecResult;
 const READY_WITHIN: Duration = Duration::from_secs(60);
 /// Seconds a container gets to stop before it is killed.
 const STOP_SECS: u32 = 3;
+/// How long processes left in a cgroup, and then the cgroup itself, get to go.
+const CGROUP_GONE_WITHIN: Duration = Duration::from_secs(5);
 
 /// What `serve` configures for the docker-compose runtime.
 #[derive(Debug, Clone)]
@@ -113,6 +117,7 @@ fn command_path(layout: &Layout) -> String {
 }
 
 struct Instance {
+    containerd: std::process::Child,
     dockerd: std::process::Child,
     proxy: std::process::Child,
 }
@@ -170,17 +175,62 @@ impl DockerRuntime {
         let fresh = !l.data_root.join("image").exists();
         netns::create(&l.netns).map_err(io_err(&l.netns))?;
         let routes = crate::hostnet::routes().unwrap_or_default();
-        let conf = dockerd::config(&l, &dockerd::addresses(spec.uid, &routes));
-        std::fs::write(&l.daemon_json, conf.to_string()).map_err(io_err(&l.daemon_json))?;
-        let mut daemon =
-            dockerd::spawn(&self.cfg.dockerd, &l).map_err(io_err(&self.cfg.dockerd))?;
+        let addrs = match dockerd::addresses(spec.uid, &routes) {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = netns::release(&l.netns);
+                return Err(WsError::Internal(e.to_string()));
+            }
+        };
+        let conf = dockerd::config(&l, &addrs);
+        if let Err(e) = std::fs::write(&l.daemon_json, conf.to_string()) {
+            let _ = netns::release(&l.netns);
+            return Err(WsError::io(&l.daemon_json, e));
+        }
+        // containerd first, listening before dockerd dials it (see `containerd.rs`).
+        let Some(ctd_bin) = containerd::binary(&self.cfg.dockerd) else {
+            let _ = netns::release(&l.netns);
+            return Err(WsError::Internal(format!(
+                "no containerd next to `{}` or on its PATH",
+                self.cfg.dockerd.display()
+            )));
+        };
+        let mut ctd = match containerd::spawn(&ctd_bin, &self.cfg.dockerd, &l) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = netns::release(&l.netns);
+                return Err(WsError::io(&ctd_bin, e));
+            }
+        };
+        let ctd_socket = containerd::Paths::of(&l).socket;
+        let listening = containerd::wait_listening(&ctd_socket, READY_WITHIN, || {
+            matches!(ctd.try_wait(), Ok(None))
+        })
+        .await;
+        if !listening {
+            reap(Some(ctd));
+            let _ = netns::release(&l.netns);
+            return Err(WsError::Internal(format!(
+                "the workspace's containerd did not start; see `{}`",
+                containerd::Paths::of(&l).log.display()
+            )));
+        }
+        let mut daemon = match dockerd::spawn(&self.cfg.dockerd, &l) {
+            Ok(d) => d,
+            Err(e) => {
+                stop_daemon(&l, None).await;
+                reap(Some(ctd));
+                let _ = netns::release(&l.netns);
+                return Err(WsError::io(&self.cfg.dockerd, e));
+            }
+        };
         let ready = api::wait_ping(&l.daemon_socket, READY_WITHIN, || {
             matches!(daemon.try_wait(), Ok(None))
         })
         .await;
         if !ready {
-            let _ = daemon.kill();
-            let _ = daemon.wait();
+            stop_daemon(&l, Some(daemon)).await;
+            reap(Some(ctd));
             let _ = netns::release(&l.netns);
             return Err(WsError::Internal(format!(
                 "the workspace's dockerd did not become ready; see `{}`",
@@ -191,8 +241,8 @@ impl DockerRuntime {
         if fresh {
             for tar in &self.cfg.preload {
                 if let Err(e) = api::load_image(&l.daemon_socket, tar).await {
-                    let _ = daemon.kill();
-                    let _ = daemon.wait();
+                    stop_daemon(&l, Some(daemon)).await;
+                    reap(Some(ctd));
                     let _ = netns::release(&l.netns);
                     return Err(WsError::Internal(format!(
                         "preloading `{}` into the workspace's daemon: {e}",
@@ -202,22 +252,26 @@ impl DockerRuntime {
             }
         }
         // dockerd makes it 0660 root:root; the directory is 0700 already, this is belt and braces.
-        std::fs::set_permissions(&l.daemon_socket, std::fs::Permissions::from_mode(0o600))
-            .map_err(io_err(&l.daemon_socket))?;
-        let policy = proxy::policy_text().map_err(WsError::Internal);
+        let policy = std::fs::set_permissions(
+            &l.daemon_socket,
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .map_err(io_err(&l.daemon_socket))
+        .and_then(|()| proxy::policy_text().map_err(WsError::Internal));
         if let Err(e) = policy
             .and_then(|text| std::fs::write(&l.policy, text).map_err(|e| WsError::io(&l.policy, e)))
         {
-            let _ = daemon.kill();
-            let _ = daemon.wait();
+            stop_daemon(&l, Some(daemon)).await;
+            reap(Some(ctd));
             let _ = netns::release(&l.netns);
             return Err(e);
         }
         let mut proxy = match proxy::spawn(&self.cfg.exe, &l, &spec.worktree, spec.uid, spec.gid) {
             Ok(p) => p,
             Err(e) => {
-                let _ = daemon.kill();
-                let _ = daemon.wait();
+                stop_daemon(&l, Some(daemon)).await;
+                reap(Some(ctd));
+                let _ = netns::release(&l.netns);
                 return Err(WsError::io(&self.cfg.exe, e));
             }
         };
@@ -229,6 +283,7 @@ impl DockerRuntime {
             let _ = proxy.kill();
             let _ = proxy.wait();
             stop_daemon(&l, Some(daemon)).await;
+            reap(Some(ctd));
             let _ = netns::release(&l.netns);
             return Err(WsError::Internal(format!(
                 "the workspace's dockwarden proxy did not become ready; see `{}`",
@@ -240,6 +295,7 @@ impl DockerRuntime {
             m.insert(
                 spec.workspace_id.clone(),
                 Instance {
+                    containerd: ctd,
                     dockerd: daemon,
                     proxy,
                 },
@@ -279,16 +335,18 @@ impl DockerRuntime {
                     .map(|(_, name, _)| format!("container {name}")),
             );
         }
-        let (daemon, proxy) = match inst {
-            Some(i) => (Some(i.dockerd), Some(i.proxy)),
-            None => (None, None),
+        let (daemon, proxy, ctd) = match inst {
+            Some(i) => (Some(i.dockerd), Some(i.proxy), Some(i.containerd)),
+            None => (None, None, None),
         };
         if stop_proxy(&l, proxy).await {
             stopped.push("dockwarden proxy".into());
         }
+        // dockerd stops its containers through containerd, which `stop_daemon` ends next.
         if stop_daemon(&l, daemon).await {
             stopped.push("dockerd".into());
         }
+        reap(ctd);
         if netns::exists(&l.netns) {
             stopped.push("network namespace".into());
         }
@@ -307,7 +365,7 @@ impl DockerRuntime {
         for m in dockerd::mounts_under(&l.dir) {
             let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
         }
-        remove_cgroups(&l.cgroup_name);
+        leftovers::remove_cgroups(&l.cgroup_name, CGROUP_GONE_WITHIN).await;
         for d in [&l.dir, &l.shim_dir] {
             if d.exists() {
                 std::fs::remove_dir_all(d).map_err(io_err(d))?;
@@ -378,6 +436,12 @@ async fn stop_daemon(l: &Layout, child: Option<std::process::Child>) -> bool {
     for pid in dockerd::pids_mentioning(&l.exec_root) {
         dockerd::terminate(pid, Duration::from_secs(2)).await;
     }
+    // Containers its shims left running (a daemon killed before it stopped them): the
+    // containers' cgroup lists every one.
+    let n = leftovers::kill_all_in(&l.cgroup_name, CGROUP_GONE_WITHIN).await;
+    if n > 0 {
+        warn!(cgroup = %l.cgroup_name, processes = n, "killed container processes left without their daemon");
+    }
     for m in dockerd::mounts_under(&l.exec_root) {
         let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
     }
@@ -403,55 +467,44 @@ async fn clear_leftovers(l: &Layout) {
 }
 
 /// Stops whatever runtime a workspace directory without a record still holds and unmounts
-/// what it left (its cgroup name is found in the proxy's arguments, if the proxy runs).
+/// what it left. Its cgroup name is the one `start` recorded in `docker/cgroup`; with the
+/// record gone, every process still in that workspace cgroup is killed and the cgroup removed.
 pub async fn sweep(ws_dir: &Path) {
-    let l = Layout::new(ws_dir, 0);
+    let mut l = Layout::new(ws_dir, 0);
     if !l.dir.exists() {
         return;
+    }
+    let recorded = std::fs::read_to_string(l.dir.join("cgroup")).ok();
+    let ws = recorded.as_deref().and_then(recorded_workspace_cgroup);
+    if let Some(name) = &recorded
+        && ws.is_some()
+    {
+        l.cgroup_name = name.trim().to_string();
     }
     clear_leftovers(&l).await;
     for m in dockerd::mounts_under(&l.dir) {
         let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
     }
-    // The record is gone, so the workspace's whole cgroup goes (the containers' parent is
-    // its child): the first segment of the recorded name.
-    if let Ok(name) = std::fs::read_to_string(l.dir.join("cgroup"))
-        && let Some(ws) = name.trim().split('/').next()
-        && ws.starts_with("dockwarden_ws_")
-        && ws.len() > 14
-        && ws[14..].bytes().all(|b| b.is_ascii_digit())
-    {
-        remove_cgroups(ws);
-    }
-}
-
-/// Removes the workspace's parent cgroup (and any empty child) on every hierarchy.
-fn remove_cgroups(name: &str) {
-    let root = Path::new("/sys/fs/cgroup");
-    let mut dirs = vec![root.join(name)];
-    if let Ok(rd) = std::fs::read_dir(root) {
-        dirs.extend(rd.flatten().map(|e| e.path().join(name)));
-    }
-    for d in dirs {
-        rmdir_tree(&d);
-    }
-}
-
-fn rmdir_tree(d: &Path) {
-    let Ok(meta) = std::fs::symlink_metadata(d) else {
-        return;
-    };
-    if !meta.is_dir() {
-        return;
-    }
-    if let Ok(rd) = std::fs::read_dir(d) {
-        for e in rd.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                rmdir_tree(&e.path());
-            }
+    if let Some(ws) = ws {
+        let n = leftovers::kill_all_in(ws, CGROUP_GONE_WITHIN).await;
+        if n > 0 {
+            warn!(cgroup = %ws, processes = n, "killed processes of a workspace with no record");
         }
+        leftovers::remove_cgroups(ws, CGROUP_GONE_WITHIN).await;
     }
-    let _ = std::fs::remove_dir(d);
+}
+
+/// Pure: the workspace cgroup (`dockwarden_ws_<digits>`) of a recorded container parent
+/// name, or None when the record is not one.
+pub fn recorded_workspace_cgroup(recorded: &str) -> Option<&str> {
+    let mut parts = recorded.trim().split('/');
+    let ws = parts.next()?;
+    let digits = ws.strip_prefix("dockwarden_ws_")?;
+    let rest: Vec<&str> = parts.collect();
+    (!digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (rest.is_empty() || rest == ["containers"]))
+    .then_some(ws)
 }
 
 impl Runtime for DockerRuntime {
@@ -518,9 +571,38 @@ impl Runtime for DockerRuntime {
         };
         match m.get_mut(&spec.workspace_id) {
             Some(i) => {
-                matches!(i.dockerd.try_wait(), Ok(None)) && matches!(i.proxy.try_wait(), Ok(None))
+                matches!(i.containerd.try_wait(), Ok(None))
+                    && matches!(i.dockerd.try_wait(), Ok(None))
+                    && matches!(i.proxy.try_wait(), Ok(None))
             }
             None => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_workspace_cgroup_record_is_trusted() {
+        assert_eq!(
+            recorded_workspace_cgroup("dockwarden_ws_43302/containers\n"),
+            Some("dockwarden_ws_43302")
+        );
+        assert_eq!(recorded_workspace_cgroup("dockwarden_ws_7"), Some("dockwarden_ws_7"));
+        for bad in [
+            "",
+            "dockwarden_ws_",
+            "dockwarden_ws_12x/containers",
+            "system.slice",
+            "../dockwarden_ws_1",
+            "dockwarden_ws_1/../../init.scope",
+            "dockwarden_ws_1/containers/x",
+        ] {
+            assert_eq!(recorded_workspace_cgroup(bad), None, "{bad}");
+        }
+        let l = Layout::new(Path::new("/s/workspaces/a"), 43302);
+        assert_eq!(recorded_workspace_cgroup(&l.cgroup_name), Some("dockwarden_ws_43302"));
     }
 }
