@@ -162,7 +162,10 @@ fn kill_during_a_running_exec_ends_it_and_the_next_command_resumes_the_workspace
         let body = json!({ "cmd": "echo started; sleep 60" }).to_string();
         workspace_support::http(&socket, "POST", "/v1/workspaces/busy/exec", body.as_bytes())
     });
-    workspace_support::wait_until(10, "exec running", || !pids_of(uid).is_empty());
+    // Until the shell is in `sleep`, `echo started` may not have run yet.
+    workspace_support::wait_until(10, "exec in its sleep", || {
+        pids_of(uid).iter().any(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep"))
+    });
     let killed = svc.ok("POST", "/v1/workspaces/busy/kill", None);
     assert_eq!(killed["workspace"]["status"], "stopped");
     let (status, body) = running.join().unwrap().unwrap();
