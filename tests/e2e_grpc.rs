@@ -489,6 +489,14 @@ mod raw {
         pub message: String,
     }
 
+    impl Answer {
+        /// The proxy itself (not the daemon) ended the call with gRPC status `code`.
+        pub fn refused_by_proxy(&self, code: &str, what: &str, engine: &str) {
+            assert_eq!(self.status.as_deref(), Some(code), "{engine}: {what}: {}", self.message);
+            assert!(self.message.starts_with(super::PROXY_PREFIX), "{engine}: {what}: the proxy answered: {}", self.message);
+        }
+    }
+
     /// Calls `method` with one gRPC frame (`flag`, `payload`) and returns the gRPC status.
     pub async fn call(sock: &std::path::Path, method: &str, flag: u8, payload: &[u8]) -> Answer {
         let io = TokioIo::new(
@@ -544,19 +552,8 @@ fn unknown_grpc_method_is_refused(e: &Engine) {
     let p = proxy(e, &[]);
     rt.block_on(async {
         let a = raw::call(&p.socket, "/moby.buildkit.v1.Control/NoSuchMethod", 0, &[]).await;
-        assert_eq!(
-            a.status.as_deref(),
-            Some("7"),
-            "{}: PERMISSION_DENIED",
-            e.name
-        );
-        assert!(
-            a.message.contains("rule build.grpc_method"),
-            "{}: {}",
-            e.name,
-            a.message
-        );
-        assert!(a.message.starts_with(PROXY_PREFIX), "{}: the proxy answered: {}", e.name, a.message);
+        a.refused_by_proxy("7", "PERMISSION_DENIED", e.name);
+        assert!(a.message.contains("rule build.grpc_method"), "{}: {}", e.name, a.message);
         let a = raw::call(
             &p.socket,
             "/moby.buildkit.v1.frontend.LLBBridge/NewContainer",
@@ -582,14 +579,7 @@ fn unknown_grpc_method_is_refused(e: &Engine) {
             &[0xff, 0xff, 0xff, 0xff],
         )
         .await;
-        assert_eq!(
-            a.status.as_deref(),
-            Some("3"),
-            "{}: INVALID_ARGUMENT: {}",
-            e.name,
-            a.message
-        );
-        assert!(a.message.starts_with(PROXY_PREFIX), "{}: the proxy answered: {}", e.name, a.message);
+        a.refused_by_proxy("3", "INVALID_ARGUMENT", e.name);
         let a = raw::call(
             &p.socket,
             "/moby.buildkit.v1.Control/Solve",
@@ -597,25 +587,11 @@ fn unknown_grpc_method_is_refused(e: &Engine) {
             &[0x0a, 0x01, 0x61],
         )
         .await;
-        assert_eq!(
-            a.status.as_deref(),
-            Some("3"),
-            "{}: compressed: {}",
-            e.name,
-            a.message
-        );
-        assert!(a.message.starts_with(PROXY_PREFIX), "{}: the proxy answered: {}", e.name, a.message);
+        a.refused_by_proxy("3", "compressed", e.name);
         // A message over the cap is refused.
         let big = vec![0u8; (16 << 20) + 1];
         let a = raw::call(&p.socket, "/moby.buildkit.v1.Control/Solve", 0, &big).await;
-        assert_eq!(
-            a.status.as_deref(),
-            Some("8"),
-            "{}: RESOURCE_EXHAUSTED: {}",
-            e.name,
-            a.message
-        );
-        assert!(a.message.starts_with(PROXY_PREFIX), "{}: the proxy answered: {}", e.name, a.message);
+        a.refused_by_proxy("8", "RESOURCE_EXHAUSTED", e.name);
     });
     let log = p.audit_log();
     assert!(
