@@ -35,6 +35,11 @@ const V1_CONTROLLERS: [&str; 4] = ["cpu", "cpuacct", "memory", "pids"];
 /// One file to write: controller (v1; empty on v2), file name, value.
 pub type FileWrite = (&'static str, &'static str, String);
 
+/// A limit as its cgroup file spells it, or the file's word for "none".
+fn value_or(v: Option<u64>, none: &str) -> String {
+    v.map_or_else(|| none.to_owned(), |v| v.to_string())
+}
+
 fn shares(millis: u64) -> u64 {
     (millis * 1024 / 1000).clamp(2, 262_144)
 }
@@ -55,20 +60,11 @@ pub fn files_for(h: &Hierarchy, s: &Sizing) -> Vec<FileWrite> {
                 .map(|m| (m * CFS_PERIOD_US / 1000).max(1000).to_string())
                 .unwrap_or_else(|| "-1".into());
             out.push(("cpu", "cpu.cfs_quota_us", quota));
-            let soft = r
-                .memory_bytes
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "-1".into());
+            let soft = value_or(r.memory_bytes, "-1");
             out.push(("memory", "memory.soft_limit_in_bytes", soft));
-            let cap = b
-                .memory_bytes
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "-1".into());
+            let cap = value_or(b.memory_bytes, "-1");
             out.push(("memory", "memory.limit_in_bytes", cap));
-            let pids = b
-                .pids
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "max".into());
+            let pids = value_or(b.pids, "max");
             out.push(("pids", "pids.max", pids));
         }
         Hierarchy::V2 { .. } => {
@@ -83,22 +79,13 @@ pub fn files_for(h: &Hierarchy, s: &Sizing) -> Vec<FileWrite> {
                 .map(|m| format!("{} {CFS_PERIOD_US}", (m * CFS_PERIOD_US / 1000).max(1000)))
                 .unwrap_or_else(|| format!("max {CFS_PERIOD_US}"));
             out.push(("", "cpu.max", max));
-            let low = r
-                .memory_bytes
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "0".into());
+            let low = value_or(r.memory_bytes, "0");
             out.push(("", "memory.low", low));
-            let cap = b
-                .memory_bytes
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "max".into());
+            let cap = value_or(b.memory_bytes, "max");
             out.push(("", "memory.max", cap));
             // Swap is not part of the budget; without this the cap could be paged past.
             out.push(("", "memory.swap.max", "0".into()));
-            let pids = b
-                .pids
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "max".into());
+            let pids = value_or(b.pids, "max");
             out.push(("", "pids.max", pids));
         }
     }
