@@ -66,7 +66,7 @@ def markdown(summary, meta):
         f"Run {meta.get('date')} on {meta.get('machine')}; dockerd {meta.get('dockerd')}, "
         f"{meta.get('haproxy')}, {meta.get('rustc')}; mode `{meta.get('mode')}`, "
         f"{meta.get('rounds')} rounds, targets alternated within each round. "
-        "Cells: median (min–max over the rounds).",
+        "Cells: median (min–max over all samples: every round, and each repetition within a round).",
         "",
         "| measure | unit | better | " + " | ".join(NAMES[t] for t in TARGETS)
         + " | dockwarden/direct | dockwarden/HAProxy | dockwarden/bare |",
