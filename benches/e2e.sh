@@ -35,7 +35,7 @@ if [ $QUICK = 1 ]; then DUR=1s; STREAM_MIB=256; CP_MIB=64; BIG_MIB=64; RUNS=2; R
 REPS=${DW_REPS:-$REPS}
 STREAMS=${DW_STREAMS:-1000}
 LOADGEN=${DW_LOADGEN:-loadgen}
-for tool in haproxy python3 "$DOCKER" $([ "$LOADGEN" = oha ] && echo oha); do
+for tool in haproxy socat python3 "$DOCKER" $([ "$LOADGEN" = oha ] && echo oha); do
     command -v "$tool" >/dev/null || { echo "missing tool: $tool" >&2; exit 2; }
 done
 ulimit -n 16384 2>/dev/null || ulimit -n "$(ulimit -Hn)"
@@ -48,8 +48,8 @@ DW_BIN=${DW_BIN:-$TARGET_DIR/release/dockwarden}
 
 TMP=$(mktemp -d /tmp/dwbench.XXXXXX)
 NAME=dwbench-$$-$RANDOM
-DW_PID= HAP_PID= BARE_PID=
-TARGETS=(direct bare haproxy dockwarden)
+DW_PID= HAP_PID= BARE_PID= RELAY_PID=
+TARGETS=(direct socat bare haproxy dockwarden)
 cleanup() {
     set +e
     "$DOCKER" -H "unix://$DAEMON" rm -f "$NAME" >/dev/null 2>&1
@@ -58,7 +58,7 @@ cleanup() {
         "$DOCKER" -H "unix://$DAEMON" rmi -f "$NAME-ctx-$t" >/dev/null 2>&1
     done
     "$DOCKER" -H "unix://$DAEMON" rmi -f "$NAME-load" >/dev/null 2>&1
-    for p in "$DW_PID" "$HAP_PID" "$BARE_PID"; do
+    for p in "$DW_PID" "$HAP_PID" "$BARE_PID" "$RELAY_PID"; do
         [ -n "$p" ] && kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
     done
     rm -rf "$TMP"
@@ -73,12 +73,16 @@ DW_HAPROXY_LISTEN=$TMP/hap.sock DW_DAEMON=$DAEMON haproxy -f "$ROOT/benches/hapr
 HAP_PID=$!
 "$TARGET_DIR/release/examples/bare_forwarder" "$TMP/bare.sock" "$DAEMON" 2>"$TMP/bare.log" &
 BARE_PID=$!
-for s in dw.sock hap.sock bare.sock; do
+# The floor of any relay: socat copying bytes between the two sockets (one process per
+# connection, 1 MiB buffers), no HTTP at all. What it loses against direct is the hop itself.
+socat -b 1048576 "UNIX-LISTEN:$TMP/relay.sock,fork,backlog=1024" "UNIX-CONNECT:$DAEMON" 2>"$TMP/relay.log" &
+RELAY_PID=$!
+for s in dw.sock hap.sock bare.sock relay.sock; do
     for _ in $(seq 100); do [ -S "$TMP/$s" ] && break; sleep 0.1; done
     [ -S "$TMP/$s" ] || { echo "$s did not come up" >&2; cat "$TMP"/*.log >&2; exit 1; }
 done
 
-sock() { case $1 in direct) echo "$DAEMON" ;; dockwarden) echo "$TMP/dw.sock" ;; haproxy) echo "$TMP/hap.sock" ;; bare) echo "$TMP/bare.sock" ;; esac; }
+sock() { case $1 in direct) echo "$DAEMON" ;; socat) echo "$TMP/relay.sock" ;; dockwarden) echo "$TMP/dw.sock" ;; haproxy) echo "$TMP/hap.sock" ;; bare) echo "$TMP/bare.sock" ;; esac; }
 dk() { local t=$1; shift; DOCKER_HOST="unix://$(sock "$t")" DOCKER_CLI_HINTS=false "$DOCKER" "$@"; }
 now() { date +%s.%N; }
 elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.6f}')" "$1" "$2"; }

@@ -11,9 +11,9 @@ import statistics
 import sys
 from collections import OrderedDict
 
-TARGETS = ["direct", "bare", "haproxy", "dockwarden"]
-COLORS = {"direct": "#9e9e9e", "bare": "#2ca02c", "haproxy": "#ff7f0e", "dockwarden": "#1f77b4"}
-NAMES = {"direct": "direct", "bare": "bare hyper", "haproxy": "HAProxy", "dockwarden": "dockwarden"}
+TARGETS = ["direct", "socat", "bare", "haproxy", "dockwarden"]
+COLORS = {"direct": "#9e9e9e", "socat": "#8c564b", "bare": "#2ca02c", "haproxy": "#ff7f0e", "dockwarden": "#1f77b4"}
+NAMES = {"direct": "direct", "socat": "socat relay", "bare": "bare hyper", "haproxy": "HAProxy", "dockwarden": "dockwarden"}
 
 
 def load(path):
@@ -37,6 +37,8 @@ def summarise(data):
         for other in ("direct", "haproxy", "bare"):
             o = med.get(other)
             entry[f"dockwarden/{other}"] = (dw / o) if dw is not None and o else None
+        so, d = med.get("socat"), med.get("direct")
+        entry["socat/direct"] = (so / d) if so is not None and d else None
         out[measure] = entry
     return out
 
@@ -69,13 +71,13 @@ def markdown(summary, meta):
         "Cells: median (min–max over all samples: every round, and each repetition within a round).",
         "",
         "| measure | unit | better | " + " | ".join(NAMES[t] for t in TARGETS)
-        + " | dockwarden/direct | dockwarden/HAProxy | dockwarden/bare |",
-        "|---|---|---|" + "---:|" * (len(TARGETS) + 3),
+        + " | dockwarden/direct | dockwarden/HAProxy | dockwarden/bare | socat relay/direct |",
+        "|---|---|---|" + "---:|" * (len(TARGETS) + 4),
     ]
     for k, e in summary.items():
         lines.append(
             f"| {k} | {e['unit']} | {e['better']} | " + " | ".join(cell(e, t) for t in TARGETS)
-            + f" | {fmt(e['dockwarden/direct'])} | {fmt(e['dockwarden/haproxy'])} | {fmt(e['dockwarden/bare'])} |"
+            + f" | {fmt(e['dockwarden/direct'])} | {fmt(e['dockwarden/haproxy'])} | {fmt(e['dockwarden/bare'])} | {fmt(e['socat/direct'])} |"
         )
     added = [(k, e) for k, e in summary.items() if k.endswith("_p50") and e["median"].get("direct")]
     if added:
