@@ -93,10 +93,19 @@ fn fork_blocking(
     owner: Option<(u32, u32)>,
     baseline_image: &Path,
 ) -> Result<(u64, bool), String> {
+    let t0 = std::time::Instant::now();
     disk_clone::clone_image(src, image)?;
+    let t1 = std::time::Instant::now();
     std::fs::create_dir(wt).map_err(|e| format!("{}: {e}", wt.display()))?;
     disk::mount(image, wt)?;
+    let t2 = std::time::Instant::now();
     let files = snaps.adopt_clone(m, wt, owner).map_err(|e| e.to_string())?;
+    info!(
+        fork.clone_ms = (t1 - t0).as_millis() as u64,
+        fork.mount_ms = (t2 - t1).as_millis() as u64,
+        fork.adopt_ms = t2.elapsed().as_millis() as u64,
+        "image fork steps"
+    );
     // The baseline's tree is the parent snapshot's (owners are not part of a snapshot, and
     // a fork of it gives every entry to its own uid anyway): the same immutable image, one
     // more name for it.
