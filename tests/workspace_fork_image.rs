@@ -218,7 +218,7 @@ fn a_fork_of_a_fork_clones_whole_images_shares_their_blocks_and_stays_independen
         return;
     }
     let fs = Xfs::make(1 << 30);
-    let svc = start(&fs.mnt, 29850);
+    let mut svc = start(&fs.mnt, 29850);
     let _images = Images(svc.state.clone());
     svc.ok("POST", "/v1/workspaces", Some(json!({ "id": "p" })));
     let made = svc.exec(
@@ -353,6 +353,25 @@ fn a_fork_of_a_fork_clones_whole_images_shares_their_blocks_and_stays_independen
     assert_eq!(
         f4_snaps[0]["image_clone"], true,
         "the restored fork's baseline has a clone: {f4_snaps}"
+    );
+
+    // A forked workspace's image is an ordinary worktree image: kill (its snapshot is an
+    // image clone too), the next command resumes it, and a restarted service keeps it.
+    let killed = svc.ok("POST", "/v1/workspaces/f1/kill", None);
+    assert_eq!(killed["workspace"]["status"], "stopped", "{killed}");
+    assert_eq!(killed["snapshot"]["image_clone"], true, "{killed}");
+    assert_eq!(killed["snapshot"]["hashed"], 0, "{killed}");
+    let ran = svc.exec("f1", "cat src/a/m1.js && id -u");
+    assert_eq!(ran["stdout"], format!("module 1\n{f1_uid}\n"), "{ran}");
+    svc.restart(&[]);
+    let ran = svc.exec("f1", "echo after > after.txt && cat src/a/m2.js");
+    assert_eq!(ran["stdout"], "module 2\n", "{ran}");
+    assert!(is_mount(&f1_wt), "still on its image after a restart");
+    let s5 = snapshot(&svc, "f1");
+    assert_eq!(
+        (s5["hashed"].as_u64(), s5["files"].as_u64()),
+        (Some(1), Some(303)),
+        "{s5}"
     );
 
     // Deleting workspaces deletes their snapshots' image clones.

@@ -202,10 +202,9 @@ pub fn sweep(state_dir: &Path, keep: &HashSet<String>) -> usize {
             let _ = fs::remove_file(&path);
         } else if let Some(id) = name.strip_suffix(".img")
             && !keep.contains(id)
+            && fs::remove_file(&path).is_ok()
         {
-            if fs::remove_file(&path).is_ok() {
-                removed += 1;
-            }
+            removed += 1;
         }
     }
     removed
