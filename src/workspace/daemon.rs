@@ -81,6 +81,7 @@ pub async fn run(opts: DaemonOptions, shutdown: impl Future<Output = ()>) -> WsR
     let _lock = crate::workspace::lock::lock_state_dir(&opts.config.state_dir)?;
     crate::workspace::lock::refuse_live_socket(&opts.socket)?;
     let svc = open_service_with(opts.config, opts.docker, opts.resources)?;
+    svc.settle_image_clones();
     // INVARIANT: recovery finishes before the socket accepts a request.
     svc.recover_on_start().await?;
     svc.reapply_resources();

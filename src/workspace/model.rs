@@ -107,6 +107,13 @@ pub struct SnapshotInfo {
     pub bytes: u64,
     /// Bytes that were new to the blob store.
     pub new_bytes: u64,
+    /// Files read and hashed; the others were recognised by their stat data (or, for a
+    /// fork's baseline, taken from the parent's manifest).
+    #[serde(default)]
+    pub hashed: u64,
+    /// The snapshot keeps a whole-image clone of the worktree (forks from it clone it).
+    #[serde(default)]
+    pub image_clone: bool,
     pub reason: String,
     /// Entries that could not be captured (for example non-UTF-8 names), never silently.
     pub skipped: Vec<String>,

@@ -43,7 +43,7 @@ pub struct DiskUsage {
     pub free_bytes: u64,
 }
 
-fn run(cmd: &str, args: &[&str], env: &[(&str, &str)]) -> Result<String, String> {
+pub(super) fn run(cmd: &str, args: &[&str], env: &[(&str, &str)]) -> Result<String, String> {
     let out = Command::new(cmd)
         .args(args)
         .envs(env.iter().copied())
@@ -61,7 +61,7 @@ fn run(cmd: &str, args: &[&str], env: &[(&str, &str)]) -> Result<String, String>
 }
 
 /// Whether `dir` is a mount point (its device differs from its parent's).
-fn is_mount(dir: &Path) -> bool {
+pub fn is_mount(dir: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     match (std::fs::metadata(dir), dir.parent().map(std::fs::metadata)) {
         (Ok(d), Some(Ok(p))) => d.dev() != p.dev(),
@@ -85,6 +85,16 @@ fn have(tool: &str) -> bool {
     ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
         .iter()
         .any(|d| Path::new(d).join(tool).exists())
+}
+
+/// Where worktree images live.
+pub fn images_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("disks")
+}
+
+/// The image of the worktree of the workspace with `uid`.
+pub fn image_path(state_dir: &Path, uid: u32) -> PathBuf {
+    images_dir(state_dir).join(format!("{uid}.img"))
 }
 
 impl Disk {
@@ -113,7 +123,7 @@ impl Disk {
                 not(reason)
             }
             None => Disk::Images {
-                dir: state_dir.join("disks"),
+                dir: images_dir(state_dir),
             },
         }
     }
@@ -187,9 +197,14 @@ fn mkfs(image: &Path, bytes: u64) -> Result<(), String> {
     run("mkfs.xfs", &["-q", "-f", "-m", "reflink=1", &img], small).map(|_| ())
 }
 
-fn mount(image: &Path, at: &Path) -> Result<(), String> {
+/// Mounts a worktree image on `at`. `nouuid`: a fork's image is a block-level clone of its
+/// parent's, with the same filesystem UUID, and XFS refuses a second mount of a UUID
+/// otherwise. (A fresh UUID would need `xfs_admin -U`, which refuses a clone taken from a
+/// frozen filesystem until its log is replayed by a mount.) One image per uid, mounted only
+/// where `is_mount` says nothing is, so no image is mounted twice.
+pub fn mount(image: &Path, at: &Path) -> Result<(), String> {
     let (img, dir) = (image.display().to_string(), at.display().to_string());
-    run("mount", &["-o", "loop,nosuid,nodev", &img, &dir], &[]).map(|_| ())
+    run("mount", &["-o", "loop,nosuid,nodev,nouuid", &img, &dir], &[]).map(|_| ())
 }
 
 /// New image: content copied in through a staging mount, then mounted on the worktree.

@@ -348,6 +348,30 @@ pub fn store_walked(
     write_body(path, &encode_sorted(recorded_at_ns, &view))
 }
 
+/// Copies the index of the tree whose root is `from` (`(dev, ino)`) to the tree `to`, a
+/// block-level clone of the same filesystem (a whole-image `FICLONE`: the same inodes,
+/// timestamps and contents, another device): every record's device becomes `to`'s, and
+/// `recorded_at` is lowered to `recorded_before_ns` (the moment the clone was frozen, when
+/// that is earlier). False if `from` has no (valid) index. The racy rule holds across the
+/// clone: a change on either side after the freeze moves that file's ctime past it.
+pub fn carry(
+    dir: &Path,
+    from: (u64, u64),
+    to: (u64, u64),
+    recorded_before_ns: i64,
+) -> std::io::Result<bool> {
+    let Some(idx) = load(&path_for(dir, from.0, from.1)) else {
+        return Ok(false);
+    };
+    let stats: Vec<Stat> = idx.files.iter().map(|r| Stat { dev: to.0, ..r.stat }).collect();
+    let view: Vec<(&[u8], &Stat, &Digest)> = (0..idx.files.len())
+        .map(|i| (idx.path(i), &stats[i], &idx.files[i].hash))
+        .collect();
+    let at = idx.recorded_at_ns.min(recorded_before_ns);
+    write_body(&path_for(dir, to.0, to.1), &encode_sorted(at, &view))?;
+    Ok(true)
+}
+
 /// Sorts by path; of runs of equal paths keeps the last.
 fn sort_dedup(files: &mut Vec<(String, Stat, Digest)>) {
     files.sort_by(|a, b| a.0.cmp(&b.0));

@@ -379,6 +379,22 @@ impl SnapshotStore for LocalSnapshotStore {
         restored
     }
 
+    fn carry_index(&self, from: &Path, to: &Path, before_ns: i64, moved: bool) -> WsResult<bool> {
+        super::image::carry_index(&self.index, from, to, before_ns, moved)
+    }
+
+    fn adopt_clone(&self, m: &Manifest, root: &Path, owner: Option<(u32, u32)>) -> WsResult<u64> {
+        let _guard = self.read()?;
+        super::image::adopt_clone(&self.index, m, root, owner)
+    }
+
+    fn record_copy(&self, id: &str, m: Manifest) -> WsResult<Captured> {
+        let _guard = self.read()?;
+        let m = Manifest { id: id.to_string(), created_at_ms: now_ms(), ..m };
+        let sha = self.write_manifest(&m)?;
+        Ok(super::image::copied(sha, &m))
+    }
+
     fn collect_garbage(&self, keep: &[String]) -> WsResult<u64> {
         let _guard = self.write()?;
         let keep: HashSet<&str> = keep.iter().map(String::as_str).collect();

@@ -6,6 +6,7 @@ mod clone;
 mod codec;
 mod digest;
 mod gc;
+mod image;
 mod index;
 mod local;
 mod manifest;
@@ -19,7 +20,7 @@ pub use local::LocalSnapshotStore;
 pub use digest::Digest;
 pub use manifest::{Entry, EntryKind, Manifest};
 
-use crate::workspace::error::WsResult;
+use crate::workspace::error::{WsError, WsResult};
 
 /// Progress of a long capture or restore, reported every few hundred files.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
@@ -85,6 +86,38 @@ pub trait SnapshotStore: Send + Sync {
 
     /// Drops every manifest not in `keep` and every blob none of them reference.
     fn collect_garbage(&self, keep: &[String]) -> WsResult<u64>;
+
+    /// Copies the stat index of the tree at `from` to the tree at `to`, a whole-filesystem
+    /// clone of it (the same inodes and timestamps, another device), recorded no later than
+    /// `recorded_before_ns`; with `moved`, `from`'s index is removed. False when there was
+    /// none (or the store keeps no index): the next capture of `to` reads every file.
+    fn carry_index(
+        &self,
+        _from: &Path,
+        _to: &Path,
+        _recorded_before_ns: i64,
+        _moved: bool,
+    ) -> WsResult<bool> {
+        Ok(false)
+    }
+
+    /// Makes `root`, a whole-filesystem clone of the tree `manifest` describes, a new
+    /// workspace's: owned by `owner`, its stat index written from the manifest's hashes
+    /// (no content read). Fails if the clone disagrees with the manifest.
+    fn adopt_clone(
+        &self,
+        _manifest: &Manifest,
+        _root: &Path,
+        _owner: Option<(u32, u32)>,
+    ) -> WsResult<u64> {
+        Err(WsError::Internal("this snapshot store cannot adopt image clones".into()))
+    }
+
+    /// Records `manifest`'s entries as snapshot `id` (a fork's baseline: the tree it was
+    /// made from, unchanged); durable before it returns, as a capture.
+    fn record_copy(&self, _id: &str, _manifest: Manifest) -> WsResult<Captured> {
+        Err(WsError::Internal("this snapshot store cannot copy manifests".into()))
+    }
 }
 
 #[cfg(test)]
@@ -93,5 +126,7 @@ mod tests;
 mod tests_blobs;
 #[cfg(test)]
 mod tests_faults;
+#[cfg(test)]
+mod tests_image;
 #[cfg(test)]
 mod tests_packs;

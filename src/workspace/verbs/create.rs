@@ -163,7 +163,7 @@ impl Service {
     ) -> Result<(Workspace, Vec<String>), (String, WsError)> {
         let id = ws.id.clone();
         let fail = |e| (id.clone(), e);
-        self.materialise(&ws, req, progress).await.map_err(fail)?;
+        let adopted = self.materialise(&ws, req, progress).await.map_err(fail)?;
         // Every process of the workspace, setup included, starts inside its limits.
         self.prepare_resources(&ws, req.resources.as_ref())
             .map_err(fail)?;
@@ -214,8 +214,13 @@ impl Service {
             })
             .map_err(fail)?;
         self.live(&ws.id).touch();
-        // The baseline: taken once setup has settled; failures are logged, not fatal.
-        match self.capture_locked(&ws.id, "baseline", no_progress()).await {
+        // The baseline: taken once setup has settled (a fork from an image clone records
+        // its parent's manifest again); failures are logged, not fatal.
+        let baseline = match adopted {
+            Some(a) => self.baseline_of_adopted(&ws.id, a).await,
+            None => self.capture_locked(&ws.id, "baseline", no_progress()).await,
+        };
+        match baseline {
             Ok(snap) => ws.latest_snapshot = Some(snap.id),
             Err(e) => warn!(workspace.id = %ws.id, error = %e, "baseline snapshot failed"),
         }
@@ -243,12 +248,14 @@ impl Service {
         Ok(self.store.get(&snap.workspace_id)?.map(|p| p.runtime))
     }
 
+    /// Makes the worktree; a fork from a snapshot with an image clone clones it (and hands
+    /// back what its baseline needs), any other fork restores.
     async fn materialise(
         &self,
         ws: &Workspace,
         req: &CreateRequest,
         progress: ProgressSink,
-    ) -> WsResult<()> {
+    ) -> WsResult<Option<super::image_clone::Adopted>> {
         let owner = self.owner(ws);
         worktree::prepare_dirs(&self.ws_dir(&ws.id), &self.home(&ws.id), owner)?;
         let wt = self.worktree(&ws.id);
@@ -260,6 +267,9 @@ impl Service {
                 .store
                 .snapshot(from)?
                 .ok_or_else(|| WsError::SnapshotNotFound(from.clone()))?;
+            if let Some(adopted) = self.fork_from_image(ws, from, &sha).await? {
+                return Ok(Some(adopted));
+            }
             let snaps = self.snapshots.clone();
             let (from, wt2) = (from.clone(), wt.clone());
             tokio::task::spawn_blocking(move || {
@@ -272,7 +282,7 @@ impl Service {
             std::fs::create_dir(&wt).map_err(|e| WsError::io(&wt, e))?;
             worktree::chown_tree(&wt, owner)?;
         }
-        Ok(())
+        Ok(None)
     }
 
     pub(crate) fn read_settings_of(&self, ws: &Workspace) -> WsResult<Settings> {

@@ -101,8 +101,14 @@ impl Service {
     pub async fn collect_garbage(&self) -> WsResult<u64> {
         let _gate = self.gc_gate.write().await;
         let keep = self.store.all_snapshot_ids()?;
-        let snaps = self.snapshots.clone();
-        tokio::task::spawn_blocking(move || snaps.collect_garbage(&keep))
+        let (snaps, state) = (self.snapshots.clone(), self.cfg.state_dir.clone());
+        tokio::task::spawn_blocking(move || -> WsResult<u64> {
+            let removed = snaps.collect_garbage(&keep)?;
+            // The snapshots' whole-image clones go with their snapshots.
+            let keep: std::collections::HashSet<String> = keep.into_iter().collect();
+            crate::workspace::resources::disk_clone::sweep(&state, &keep);
+            Ok(removed)
+        })
             .await
             .map_err(|e| WsError::Internal(format!("gc task: {e}")))?
     }

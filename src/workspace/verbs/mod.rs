@@ -6,6 +6,7 @@ pub(crate) mod create;
 mod delete;
 mod exec;
 mod idempotent;
+mod image_clone;
 mod files;
 mod kill;
 mod list;

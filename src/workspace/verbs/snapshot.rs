@@ -8,7 +8,7 @@ const PRUNE_BATCH: usize = 5;
 use crate::workspace::error::{WsError, WsResult};
 use crate::workspace::model::{SnapshotInfo, random_hex};
 use crate::workspace::service::{ProgressSink, Service};
-use crate::workspace::snapshot::Manifest;
+use crate::workspace::snapshot::{Captured, Manifest};
 use crate::workspace::store;
 use crate::workspace::events::{Resumed, SnapshotTaken};
 
@@ -106,19 +106,29 @@ impl Service {
         let seq = self.store.begin(id, "snapshot")?;
         let snap_id = format!("snap-{}", random_hex(8));
         let previous = self.latest_manifest(id);
-        let (snaps, root, sid) = (self.snapshots.clone(), self.worktree(id), snap_id.clone());
-        let captured = tokio::task::spawn_blocking(move || {
-            snaps.capture(&sid, &root, previous.as_ref(), &*progress)
-        })
-        .await
-        .map_err(|e| WsError::Internal(format!("capture task: {e}")));
-        let captured = match captured.and_then(|c| c) {
+        let captured = self
+            .capture_worktree(id, &snap_id, previous, progress)
+            .await;
+        let (captured, image_clone) = match captured {
             Ok(c) => c,
             Err(e) => {
                 self.store.end(seq)?;
                 return Err(e);
             }
         };
+        self.record_snapshot(id, seq, snap_id, reason, captured, image_clone)
+    }
+
+    /// Records a durable capture as a snapshot of `id` and ends journal entry `seq`.
+    pub(crate) fn record_snapshot(
+        &self,
+        id: &str,
+        seq: i64,
+        snap_id: String,
+        reason: &str,
+        captured: Captured,
+        image_clone: bool,
+    ) -> WsResult<SnapshotInfo> {
         let info = SnapshotInfo {
             id: snap_id,
             workspace_id: id.to_string(),
@@ -126,6 +136,8 @@ impl Service {
             files: captured.files,
             bytes: captured.bytes,
             new_bytes: captured.new_bytes,
+            hashed: captured.hashed,
+            image_clone,
             reason: reason.to_string(),
             skipped: captured.skipped,
             vanished: captured.vanished,
@@ -138,7 +150,7 @@ impl Service {
             store::put_ws(tx, &ws)?;
             store::end_in(tx, seq)
         })?;
-        info!(workspace.id = %id, snapshot.id = %info.id, snapshot.files = info.files, snapshot.new_bytes = info.new_bytes, snapshot.reason = reason, "snapshot recorded");
+        info!(workspace.id = %id, snapshot.id = %info.id, snapshot.files = info.files, snapshot.new_bytes = info.new_bytes, snapshot.hashed = info.hashed, snapshot.image_clone = info.image_clone, snapshot.reason = reason, "snapshot recorded");
         debug!(snapshot.skipped = info.skipped.len(), "skipped entries");
         Ok(info)
     }
