@@ -12,6 +12,8 @@ mod manifest;
 mod pack;
 mod par;
 mod restore;
+mod tree;
+mod tree_io;
 
 use std::path::Path;
 
@@ -95,3 +97,7 @@ mod tests_blobs;
 mod tests_faults;
 #[cfg(test)]
 mod tests_packs;
+#[cfg(test)]
+mod tests_tree_store;
+#[cfg(test)]
+mod tests_trees;
