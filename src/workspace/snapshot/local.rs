@@ -391,6 +391,14 @@ impl SnapshotStore for LocalSnapshotStore {
         captured
     }
 
+    fn wants_previous(&self, root: &Path) -> bool {
+        // A torn index is found only when loaded: then the capture re-hashes the tree
+        // (correct, only slower), as it does without an index and a previous manifest.
+        fs::metadata(root)
+            .map(|m| !index::path_for(&self.index, m.dev(), m.ino()).exists())
+            .unwrap_or(true)
+    }
+
     fn load(&self, id: &str, sha256: &str) -> WsResult<Manifest> {
         let path = self.manifest_path(id);
         let body = fs::read(&path).map_err(|e| WsError::CorruptSnapshot {

@@ -96,7 +96,8 @@ fn split(path: &str) -> (&str, &str) {
 
 /// Builds the trees of `entries` (any order; every parent directory listed). Pure.
 pub(super) fn build(entries: &[Entry]) -> Result<Built, BuildError> {
-    let mut children: HashMap<&str, Vec<usize>> = HashMap::new();
+    // Each directory's children as (name, index of the entry), split once.
+    let mut children: HashMap<&str, Vec<(&str, usize)>> = HashMap::new();
     children.insert("", Vec::new());
     for e in entries {
         if matches!(e.kind, EntryKind::Dir { .. }) {
@@ -104,11 +105,11 @@ pub(super) fn build(entries: &[Entry]) -> Result<Built, BuildError> {
         }
     }
     for (i, e) in entries.iter().enumerate() {
-        let (parent, _) = split(&e.path);
+        let (parent, name) = split(&e.path);
         children
             .get_mut(parent)
             .ok_or_else(|| BuildError::Orphan(e.path.clone()))?
-            .push(i);
+            .push((name, i));
     }
     // Deepest first: a directory's subtrees are hashed before it is encoded.
     let mut dirs: Vec<&str> = children.keys().copied().collect();
@@ -118,21 +119,21 @@ pub(super) fn build(entries: &[Entry]) -> Result<Built, BuildError> {
     let mut out = Built::default();
     for dir in dirs {
         let mut kids = children.remove(dir).unwrap_or_default();
-        kids.sort_unstable_by(|a, b| split(&entries[*a].path).1.cmp(split(&entries[*b].path).1));
-        if let Some(w) = kids
-            .windows(2)
-            .find(|w| entries[w[0]].path == entries[w[1]].path)
-        {
-            return Err(BuildError::Duplicate(entries[w[0]].path.clone()));
+        // A walk lists each directory in name order: usually nothing to sort.
+        if !kids.is_sorted_by(|a, b| a.0 < b.0) {
+            kids.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            if let Some(w) = kids.windows(2).find(|w| w[0].0 == w[1].0) {
+                return Err(BuildError::Duplicate(entries[w[0].1].path.clone()));
+            }
         }
         let start = out.buf.len();
         let mut w = Writer::default();
         w.buf = std::mem::take(&mut out.buf);
         w.raw(TREE_MAGIC);
         w.varint(kids.len() as u64);
-        for &k in &kids {
+        for &(name, k) in &kids {
             let e = &entries[k];
-            w.bytes(split(&e.path).1.as_bytes());
+            w.bytes(name.as_bytes());
             match &e.kind {
                 EntryKind::Dir { mode, mtime_ns } => {
                     w.u8(TAG_DIR);
@@ -182,9 +183,10 @@ fn depth(path: &str) -> usize {
     }
 }
 
-/// One decoded entry of a tree: its name and kind (a directory's hash beside it).
+/// One decoded entry of a tree: its path (the tree's prefix and its name) and kind (a
+/// directory's hash beside it).
 struct Item {
-    name: String,
+    path: String,
     kind: EntryKind,
     subtree: Option<Digest>,
 }
@@ -194,17 +196,27 @@ fn safe_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains('/') && !name.contains('\0')
 }
 
-/// Decodes one tree; names must be safe and strictly increasing.
-fn decode(body: &[u8]) -> R<Vec<Item>> {
+/// Decodes one tree whose directory is `prefix` ("" for the root); names must be safe and
+/// strictly increasing. Each path is allocated once, whole.
+fn decode(body: &[u8], prefix: &str) -> R<Vec<Item>> {
     let rest = body.strip_prefix(TREE_MAGIC).ok_or(Malformed)?;
     let mut r = Reader::new(rest);
     let n = r.usize()?;
     let mut items: Vec<Item> = Vec::with_capacity(n.min(rest.len() / 12));
+    let mut last: Option<&[u8]> = None;
     for _ in 0..n {
-        let name = r.string()?;
-        if !safe_name(&name) || items.last().is_some_and(|p| p.name >= name) {
+        let raw = r.bytes()?;
+        let name = std::str::from_utf8(raw).map_err(|_| Malformed)?;
+        if !safe_name(name) || last.is_some_and(|p| p >= raw) {
             return Err(Malformed);
         }
+        last = Some(raw);
+        let mut path = String::with_capacity(prefix.len() + 1 + name.len());
+        if !prefix.is_empty() {
+            path.push_str(prefix);
+            path.push('/');
+        }
+        path.push_str(name);
         let (kind, subtree) = match r.u8()? {
             TAG_DIR => {
                 let kind = EntryKind::Dir {
@@ -237,7 +249,7 @@ fn decode(body: &[u8]) -> R<Vec<Item>> {
             _ => return Err(Malformed),
         };
         items.push(Item {
-            name,
+            path,
             kind,
             subtree,
         });
@@ -270,26 +282,16 @@ pub(super) fn expand(
     let cap = usize::try_from(root.entries).unwrap_or(usize::MAX);
     let mut entries: Vec<Entry> = Vec::with_capacity(cap.min(1 << 24));
     let mut trees = vec![root.tree];
-    let mut load = |hash: &Digest| -> Result<Vec<Item>, ExpandError> {
+    let mut load = |hash: &Digest, prefix: &str| -> Result<Vec<Item>, ExpandError> {
         let body = get(hash).map_err(ExpandError::Object)?;
-        decode(&body).map_err(|Malformed| ExpandError::Malformed(*hash))
+        decode(&body, prefix).map_err(|Malformed| ExpandError::Malformed(*hash))
     };
     // Depth first, each directory's items in name order: nearly path order already.
-    let mut stack: Vec<(String, std::vec::IntoIter<Item>)> =
-        vec![(String::new(), load(&root.tree)?.into_iter())];
-    while let Some((prefix, items)) = stack.last_mut() {
+    let mut stack: Vec<std::vec::IntoIter<Item>> = vec![load(&root.tree, "")?.into_iter()];
+    while let Some(items) = stack.last_mut() {
         let Some(item) = items.next() else {
             stack.pop();
             continue;
-        };
-        let path = if prefix.is_empty() {
-            item.name
-        } else {
-            let mut p = String::with_capacity(prefix.len() + 1 + item.name.len());
-            p.push_str(prefix);
-            p.push('/');
-            p.push_str(&item.name);
-            p
         };
         if entries.len() as u64 >= root.entries {
             return Err(ExpandError::Count {
@@ -299,18 +301,12 @@ pub(super) fn expand(
         }
         if let Some(sub) = item.subtree {
             trees.push(sub);
-            let children = load(&sub)?.into_iter();
-            entries.push(Entry {
-                path: path.clone(),
-                kind: item.kind,
-            });
-            stack.push((path, children));
-        } else {
-            entries.push(Entry {
-                path,
-                kind: item.kind,
-            });
+            stack.push(load(&sub, &item.path)?.into_iter());
         }
+        entries.push(Entry {
+            path: item.path,
+            kind: item.kind,
+        });
     }
     if entries.len() as u64 != root.entries {
         return Err(ExpandError::Count {

@@ -105,8 +105,13 @@ impl Service {
         let _gate = self.gc_gate.read().await;
         let seq = self.store.begin(id, "snapshot")?;
         let snap_id = format!("snap-{}", random_hex(8));
-        let previous = self.latest_manifest(id);
         let (snaps, root, sid) = (self.snapshots.clone(), self.worktree(id), snap_id.clone());
+        // Only loaded when the store cannot recognise unchanged files by itself.
+        let previous = if snaps.wants_previous(&root) {
+            self.latest_manifest(id)
+        } else {
+            None
+        };
         let captured = tokio::task::spawn_blocking(move || {
             snaps.capture(&sid, &root, previous.as_ref(), &*progress)
         })
