@@ -355,12 +355,11 @@ impl LocalSnapshotStore {
         // Only now are all the hashes it names durable blobs. An index that would be
         // rewritten as it is (every file trusted from it, none added or gone) stays; its
         // older recording time only makes it more careful.
-        if !index::unchanged(index_files, walked.hashed, &walked.entries, &walked.stats) {
-            if let Err(e) =
+        if !index::unchanged(index_files, walked.hashed, &walked.entries, &walked.stats)
+            && let Err(e) =
                 index::store_walked(&index_path, started_ns, &walked.entries, &walked.stats)
-            {
-                tracing::warn!(error = %e, "snapshot stat index not written");
-            }
+        {
+            tracing::warn!(error = %e, "snapshot stat index not written");
         }
         progress(walked.counters);
         Ok(Captured {
