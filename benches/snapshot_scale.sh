@@ -5,6 +5,9 @@
 #   SCALE_FILES=150000 benches/snapshot_scale.sh   # T2 size (about 1.4 GiB: slow)
 #   ROUNDS=3 (default) KEEP=1 (keep the work dir) WORK=/path (default: a temp dir)
 #   SNAPSHOT_TOOL=/path/to/snapshot_scale_tool   # another build; the README is not touched
+#   TOOLS="dw restic"   # only these of dw tar cp rsync restic (default: all); the README is
+#                       # not touched then either (e.g. the store-size row needs dw and restic)
+#   SERVICE=0           # skip the service memory run at the end
 #
 # Builds a deterministic node_modules-like tree (packages of small .js/.json files of
 # pseudo-random source text, a few larger minified bundles and .node binaries, .bin symlinks), then, ROUNDS times and alternating the tools within each
@@ -16,6 +19,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 FILES=${SCALE_FILES:-20000}
+TOOLS=${TOOLS:-dw tar cp rsync restic}
+on() { [[ " $TOOLS " == *" $1 "* ]]; }
 ROUNDS=${ROUNDS:-3}
 WORK=${WORK:-$(mktemp -d /var/tmp/snapscale.XXXXXX)}
 mkdir -p "$WORK"
@@ -155,51 +160,53 @@ for r in $(seq 1 "$ROUNDS"); do
 	mkdir -p "$R"
 	S=$R/store
 	# first snapshot
-	t dw_first /usr/bin/time -o "$R/rss" -f %M "$TOOL" capture "$S" "$TREE" s1
-	T[dw_rss]+="$(tail -1 "$R/rss") "
-	t tar_first tar -cf "$R/full.tar" --listed-incremental="$R/snar" -C "$TREE" .
-	t cp_first cp -a "$TREE" "$R/cp"
-	t rsync_first rsync -a "$TREE/" "$R/rsync/"
-	restic init -q --repo "$R/restic" >/dev/null
-	t restic_first /usr/bin/time -o "$R/rss" -f %M restic -q --repo "$R/restic" backup "$TREE"
-	T[restic_rss]+="$(tail -1 "$R/rss") "
+	on dw && { t dw_first /usr/bin/time -o "$R/rss" -f %M "$TOOL" capture "$S" "$TREE" s1; }
+	on dw && { T[dw_rss]+="$(tail -1 "$R/rss") "; }
+	on tar && { t tar_first tar -cf "$R/full.tar" --listed-incremental="$R/snar" -C "$TREE" .; }
+	on cp && { t cp_first cp -a "$TREE" "$R/cp"; }
+	on rsync && { t rsync_first rsync -a "$TREE/" "$R/rsync/"; }
+	on restic && { restic init -q --repo "$R/restic" >/dev/null; }
+	on restic && { t restic_first /usr/bin/time -o "$R/rss" -f %M restic -q --repo "$R/restic" backup "$TREE"; }
+	on restic && { T[restic_rss]+="$(tail -1 "$R/rss") "; }
 	# incremental, unchanged
-	cp "$R/snar" "$R/snar1"
-	t dw_inc0 "$TOOL" capture "$S" "$TREE" s2 s1
-	t tar_inc0 tar -cf "$R/inc0.tar" --listed-incremental="$R/snar1" -C "$TREE" .
-	t rsync_inc0 rsync -a "$TREE/" "$R/rsync/"
-	t restic_inc0 restic -q --repo "$R/restic" backup "$TREE"
+	on tar && { cp "$R/snar" "$R/snar1"; }
+	on dw && { t dw_inc0 "$TOOL" capture "$S" "$TREE" s2 s1; }
+	on tar && { t tar_inc0 tar -cf "$R/inc0.tar" --listed-incremental="$R/snar1" -C "$TREE" .; }
+	on rsync && { t rsync_inc0 rsync -a "$TREE/" "$R/rsync/"; }
+	on restic && { t restic_inc0 restic -q --repo "$R/restic" backup "$TREE"; }
 	# incremental, 1% changed
 	sleep 0.2
 	change_1pct "$r"
 	sleep 0.2
-	t dw_inc1 "$TOOL" capture "$S" "$TREE" s3 s2
-	t tar_inc1 tar -cf "$R/inc1.tar" --listed-incremental="$R/snar1" -C "$TREE" .
-	t rsync_inc1 rsync -a "$TREE/" "$R/rsync/"
-	t restic_inc1 restic -q --repo "$R/restic" backup "$TREE"
+	on dw && { t dw_inc1 "$TOOL" capture "$S" "$TREE" s3 s2; }
+	on tar && { t tar_inc1 tar -cf "$R/inc1.tar" --listed-incremental="$R/snar1" -C "$TREE" .; }
+	on rsync && { t rsync_inc1 rsync -a "$TREE/" "$R/rsync/"; }
+	on restic && { t restic_inc1 restic -q --repo "$R/restic" backup "$TREE"; }
 	# restore into an empty directory
-	t dw_restore "$TOOL" restore "$S" s3 "$R/dw-restored"
-	mkdir "$R/tar-restored"
-	t tar_restore tar -xf "$R/full.tar" -C "$R/tar-restored"
-	t cp_restore cp -a "$R/cp" "$R/cp-restored"
-	t rsync_restore rsync -a "$R/rsync/" "$R/rsync-restored/"
-	t restic_restore restic -q --repo "$R/restic" restore latest --target "$R/restic-restored"
+	on dw && { t dw_restore "$TOOL" restore "$S" s3 "$R/dw-restored"; }
+	on tar && { mkdir "$R/tar-restored"; }
+	on tar && { t tar_restore tar -xf "$R/full.tar" -C "$R/tar-restored"; }
+	on cp && { t cp_restore cp -a "$R/cp" "$R/cp-restored"; }
+	on rsync && { t rsync_restore rsync -a "$R/rsync/" "$R/rsync-restored/"; }
+	on restic && { t restic_restore restic -q --repo "$R/restic" restore latest --target "$R/restic-restored"; }
 	# Bytes after the 3 snapshots, before the fork adds a fourth manifest: allocated (a
 	# 4 KiB block per small file counts as 4 KiB), without the stat index (a cache);
 	# restic's repository as it is.
-	T[dw_store]+="$(($(du -s --block-size=1 "$S" | cut -f1) - $(du -s --block-size=1 "$S/index" | cut -f1))) "
-	T[restic_store]+="$(du -s --block-size=1 "$R/restic" | cut -f1) "
-	T[tar_store]+="$(($(stat -c %s "$R/full.tar") + $(stat -c %s "$R/inc0.tar") + $(stat -c %s "$R/inc1.tar"))) "
+	on dw && { T[dw_store]+="$(($(du -s --block-size=1 "$S" | cut -f1) - $(du -s --block-size=1 "$S/index" | cut -f1))) "; }
+	on dw && { echo "  store $S: $(du -s --block-size=1 "$S"/{blobs,packs,manifests} | tr '\n\t' '  ')" >&2; ls -l "$S/packs" >&2; }
+	on restic && { T[restic_store]+="$(du -s --block-size=1 "$R/restic" | cut -f1) "; }
+	on tar && { T[tar_store]+="$(($(stat -c %s "$R/full.tar") + $(stat -c %s "$R/inc0.tar") + $(stat -c %s "$R/inc1.tar"))) "; }
 	# fork: restore + baseline capture from the restore's index
-	t dw_fork "$TOOL" fork "$S" s3 "$R/fork" f1
-	diff -r --no-dereference "$TREE" "$R/dw-restored" >/dev/null || { echo "restored tree differs" >&2; exit 1; }
+	on dw && { t dw_fork "$TOOL" fork "$S" s3 "$R/fork" f1; }
+	if on dw; then diff -r --no-dereference "$TREE" "$R/dw-restored" >/dev/null || { echo "restored tree differs" >&2; exit 1; }; fi
 	rm -rf "$R"
 done
 
 # The service itself: peak and idle RSS of `dockwarden serve` snapshotting the same tree
 # (first snapshot and an unchanged incremental through its API; needs root).
-cargo build --release --bin dockwarden >/dev/null 2>&1 || true
-read -r _ SVC_START SVC_PEAK1 SVC_PEAK SVC_IDLE < <(benches/snapshot_scale_service.sh "$TREE" "$WORK" target/release/dockwarden | grep '^service_rss' || echo "service_rss 0 0 0 0")
+SVC_START=0 SVC_PEAK1=0 SVC_PEAK=0 SVC_IDLE=0
+[ "${SERVICE:-1}" = 1 ] && cargo build --release --bin dockwarden >/dev/null 2>&1 || true
+[ "${SERVICE:-1}" = 1 ] && read -r _ SVC_START SVC_PEAK1 SVC_PEAK SVC_IDLE < <(benches/snapshot_scale_service.sh "$TREE" "$WORK" target/release/dockwarden | grep '^service_rss' || echo "service_rss 0 0 0 0")
 echo "service RSS (KiB): start $SVC_START, peak after the first snapshot $SVC_PEAK1, peak $SVC_PEAK, idle 10 s later $SVC_IDLE" >&2
 
 med() { tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
@@ -223,7 +230,7 @@ EOF
 )
 echo "$TABLE"
 README=benches/README.md
-if [ -z "${SNAPSHOT_TOOL:-}" ] && grep -q '<!-- snapshot_scale:begin -->' "$README"; then
+if [ -z "${SNAPSHOT_TOOL:-}" ] && [ "$TOOLS" = "dw tar cp rsync restic" ] && grep -q '<!-- snapshot_scale:begin -->' "$README"; then
 	python3 - "$README" "$TABLE" <<'PY'
 import sys
 p, table = sys.argv[1], sys.argv[2]

@@ -4,6 +4,7 @@
 //! snapshot_scale_tool capture STORE ROOT ID [PREVIOUS_ID]
 //! snapshot_scale_tool restore STORE ID DEST
 //! snapshot_scale_tool fork    STORE ID DEST NEW_ID   (restore, then the baseline capture)
+//! snapshot_scale_tool load    STORE ID               (open the store, load the manifest)
 //! ```
 //!
 //! Manifest checksums are kept in `STORE.ids/<id>`. Prints one JSON line per capture.
@@ -44,7 +45,11 @@ fn main() {
         ["capture", store, root, id, rest @ ..] => {
             let store = Path::new(store);
             let s = LocalSnapshotStore::open(store).unwrap();
-            let prev = rest.first().map(|p| load(&s, store, p));
+            // As the service does: the previous manifest only if the store wants one.
+            let prev = rest
+                .first()
+                .filter(|_| s.wants_previous(Path::new(root)))
+                .map(|p| load(&s, store, p));
             capture(&s, store, Path::new(root), id, prev.as_ref());
         }
         ["restore", store, id, dest] => {
@@ -59,6 +64,12 @@ fn main() {
             let m = load(&s, store, id);
             s.restore(&m, Path::new(dest), None, &|_| {}).unwrap();
             capture(&s, store, Path::new(dest), new_id, None);
+        }
+        ["load", store, id] => {
+            let store = Path::new(store);
+            let s = LocalSnapshotStore::open(store).unwrap();
+            let m = load(&s, store, id);
+            println!("{{\"id\":\"{id}\",\"entries\":{}}}", m.entries.len());
         }
         [] => println!("snapshot_scale_tool: run by benches/snapshot_scale.sh; nothing to do"),
         _ => {

@@ -110,6 +110,33 @@ pub(super) fn compress_staged(tmp: &Path, raw_len: u64) -> io::Result<Kind> {
     }
 }
 
+/// Stages `data` (a file read into memory by a capture) as `<tmp>.zst`, compressed as it
+/// is written, or as a raw `tmp` if compression saves too little; returns the kind staged.
+/// Capture workers call it, so compression overlaps the other workers' reads, and no raw
+/// copy is written and read back.
+pub(super) fn stage_compressed(data: &[u8], tmp: &Path) -> io::Result<Kind> {
+    let out_path = zst_path(tmp);
+    let written = (|| {
+        let mut out = BufWriter::with_capacity(1 << 20, File::create(&out_path)?);
+        zstd::stream::copy_encode(data, &mut out, LEVEL)?;
+        let f = out.into_inner().map_err(io::IntoInnerError::into_error)?;
+        Ok::<_, io::Error>(f.metadata()?.len())
+    })();
+    let raw_len = data.len() as u64;
+    match written {
+        Ok(clen) if clen + raw_len / MIN_SAVING_DIVISOR <= raw_len => Ok(Kind::Zstd),
+        Ok(_) => {
+            fs::remove_file(&out_path)?;
+            fs::write(tmp, data)?;
+            Ok(Kind::Raw)
+        }
+        Err(e) => {
+            let _ = fs::remove_file(&out_path);
+            Err(e)
+        }
+    }
+}
+
 /// Where [`compress_staged`] puts the compressed form of a staged file.
 pub(super) fn staged_path(tmp: &Path, kind: Kind) -> PathBuf {
     match kind {
@@ -175,6 +202,36 @@ mod tests {
             compress_staged(&tmp, noise.len() as u64).unwrap(),
             Kind::Raw
         );
+        assert_eq!(fs::read(&tmp).unwrap(), noise);
+        assert!(!staged_path(&tmp, Kind::Zstd).exists());
+    }
+
+    #[test]
+    fn blobs_staged_from_memory_are_compressed_unless_it_saves_too_little() {
+        let dir = tempfile::tempdir().unwrap();
+        let text: Vec<u8> = (0..2u32 << 20)
+            .map(|i| b"abcdefgh ;\n"[(i * 7 % 11) as usize])
+            .collect();
+        let tmp = dir.path().join("0");
+        assert_eq!(stage_compressed(&text, &tmp).unwrap(), Kind::Zstd);
+        assert!(!tmp.exists(), "no raw copy");
+        let mut back = Vec::new();
+        let z = staged_path(&tmp, Kind::Zstd);
+        reader(File::open(&z).unwrap(), Kind::Zstd)
+            .unwrap()
+            .read_to_end(&mut back)
+            .unwrap();
+        assert_eq!(back, text);
+        let mut noise = vec![0u8; 2 << 20];
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for b in &mut noise {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        let tmp = dir.path().join("1");
+        assert_eq!(stage_compressed(&noise, &tmp).unwrap(), Kind::Raw);
         assert_eq!(fs::read(&tmp).unwrap(), noise);
         assert!(!staged_path(&tmp, Kind::Zstd).exists());
     }

@@ -37,6 +37,7 @@ use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat};
 
 use std::sync::Arc;
 
+use super::blob::Kind;
 use super::digest::{self, Digest};
 use super::index::{Cursor, Index, RACY_MARGIN_NS, Stat};
 use super::pack::{self, Object, PACK_MAX, PackIndex, PackWriter};
@@ -101,7 +102,8 @@ fn stat_of(st: &FileStat) -> Stat {
     )
 }
 
-/// What a capture found: entries in path order, and what it staged.
+/// What a capture found: entries (in no particular order; each directory before the
+/// walk lists it), and what it staged.
 #[derive(Default)]
 pub(super) struct Walked {
     pub entries: Vec<Entry>,
@@ -110,8 +112,12 @@ pub(super) struct Walked {
     /// What one worker found, in its own order.
     found: Vec<(Entry, Option<Stat>)>,
     pub skipped: Vec<String>,
-    /// Staged temp file and the hash it will be stored under.
-    pub staged: Vec<(PathBuf, Digest)>,
+    /// Staged temp file, the hash it will be stored under, and its kind if final (`None`:
+    /// raw, compressed at publication where the store compresses).
+    pub staged: Vec<(PathBuf, Digest, Option<Kind>)>,
+    /// This worker's compression context for packed objects (one per object would cost an
+    /// allocation of its work space each time).
+    zctx: Option<zstd::bulk::Compressor<'static>>,
     /// Staged packs of small files and their objects.
     pub packs: Vec<(PathBuf, Vec<Object>)>,
     pub counters: Progress,
@@ -138,6 +144,9 @@ pub(super) struct Walker<'a> {
     pub previous_at_ns: i64,
     pub delay: Option<Duration>,
     pub progress: ProgressFn<'a>,
+    /// New loose blobs are stored compressed (the store cannot clone): files read into
+    /// memory are compressed by the worker that read them.
+    pub compress_blobs: bool,
 }
 
 /// A directory still to walk: its path, and its parent's descriptor (none for the root
@@ -219,8 +228,8 @@ impl Walker<'_> {
             out.changed_while_read += p.changed_while_read;
             out.gone_dirs.extend(p.gone_dirs);
         }
-        // Byte order puts every directory before its children.
-        found.sort_unstable_by(|a, b| a.0.path.cmp(&b.0.path));
+        // Left in the workers' order: trees group entries by directory themselves, and the
+        // stat index sorts only when it is rewritten.
         if !out.gone_dirs.is_empty() {
             let gone: HashSet<&str> = out.gone_dirs.iter().map(String::as_str).collect();
             let under_gone = |path: &str| {
@@ -594,12 +603,19 @@ impl Walker<'_> {
                 std::fs::remove_file(&tmp).map_err(|e| WsError::io(&tmp, e))?;
             }
             (_, Some(tmp)) => {
-                out.staged.push((tmp, read.hash));
+                out.staged.push((tmp, read.hash, None));
                 out.new_bytes += read.size;
             }
             (Some(data), None) if new && read.size <= PACK_MAX => {
                 let key = read.hash;
-                let frame = pack::compress(&data).map_err(|e| WsError::io(self.staging, e))?;
+                let io = |e| WsError::io(self.staging, e);
+                if out.zctx.is_none() {
+                    out.zctx = Some(pack::compressor().map_err(io)?);
+                }
+                let Some(zctx) = out.zctx.as_mut() else {
+                    return Err(WsError::Internal("no compression context".into()));
+                };
+                let frame = zctx.compress(&data).map_err(io)?;
                 sh.pack
                     .lock()
                     .map_err(|_| WsError::Internal("pack writer poisoned".into()))?
@@ -608,9 +624,14 @@ impl Walker<'_> {
             }
             (Some(data), None) if new => {
                 let tmp = self.tmp_name(sh);
-                let mut dst = File::create(&tmp).map_err(|e| WsError::io(&tmp, e))?;
-                dst.write_all(&data).map_err(|e| WsError::io(&tmp, e))?;
-                out.staged.push((tmp, read.hash));
+                let kind = if self.compress_blobs {
+                    super::blob::stage_compressed(&data, &tmp)
+                        .map_err(|e| WsError::io(&tmp, e))?
+                } else {
+                    std::fs::write(&tmp, &data).map_err(|e| WsError::io(&tmp, e))?;
+                    Kind::Raw
+                };
+                out.staged.push((tmp, read.hash, Some(kind)));
                 out.new_bytes += read.size;
             }
             _ => {}

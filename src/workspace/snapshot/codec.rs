@@ -38,6 +38,7 @@ impl Writer {
     }
 
     /// A path, prefix-compressed against the previous one written.
+    #[cfg(test)]
     pub fn path(&mut self, p: &str) {
         self.path_bytes(p.as_bytes());
     }

@@ -141,6 +141,11 @@ impl Index {
         (0..self.files.len()).map(|i| (self.path(i), &self.files[i].stat, &self.files[i].hash))
     }
 
+    /// How many files the index records.
+    pub fn file_count(&self) -> usize {
+        self.files.len()
+    }
+
     /// Every hash the index names.
     pub fn hashes(&self) -> impl Iterator<Item = &Digest> {
         self.files.iter().map(|r| &r.hash)
@@ -372,6 +377,36 @@ pub fn carry(
     Ok(true)
 }
 
+/// True if a capture's index would record exactly what the loaded one (`index_files`
+/// records) does: no file was hashed, so every file's stat data and hash came from a
+/// trusted record of it, every file is settled, and there are as many as before (so none
+/// is gone). Only the recording time would differ, and keeping the older one only makes
+/// the next capture trust less. Pure.
+pub fn unchanged(
+    index_files: Option<usize>,
+    hashed: u64,
+    entries: &[super::manifest::Entry],
+    stats: &[Option<Stat>],
+) -> bool {
+    use super::manifest::EntryKind;
+    let Some(index_files) = index_files else {
+        return false;
+    };
+    if hashed != 0 {
+        return false;
+    }
+    let mut files = 0;
+    for (e, st) in entries.iter().zip(stats) {
+        if matches!(e.kind, EntryKind::File { .. }) {
+            if st.is_none() {
+                return false;
+            }
+            files += 1;
+        }
+    }
+    files == index_files
+}
+
 /// Sorts by path; of runs of equal paths keeps the last.
 fn sort_dedup(files: &mut Vec<(String, Stat, Digest)>) {
     files.sort_by(|a, b| a.0.cmp(&b.0));
@@ -529,6 +564,36 @@ mod tests {
         let newer = Stat { size: 5, ..old };
         assert_eq!(idx.lookup(&sorted[0], &newer), None, "changed stat data");
         assert_eq!(Index::default().cursor().lookup("a", &old), None);
+    }
+
+    #[test]
+    fn an_index_is_kept_only_when_the_walk_trusted_every_file_of_it() {
+        use crate::workspace::snapshot::{Entry, EntryKind};
+        let file = |path: &str| Entry {
+            path: path.into(),
+            kind: EntryKind::File {
+                mode: 0o644,
+                size: 4,
+                hash: [1; 32],
+                mtime_ns: 1,
+            },
+        };
+        let d = Entry {
+            path: "d".into(),
+            kind: EntryKind::Dir {
+                mode: 0o755,
+                mtime_ns: 0,
+            },
+        };
+        let entries = [d, file("d/a"), file("d/b")];
+        let stats = [None, Some(st(1, 2)), Some(st(1, 2))];
+        assert!(unchanged(Some(2), 0, &entries, &stats));
+        assert!(!unchanged(None, 0, &entries, &stats), "no index to keep");
+        assert!(!unchanged(Some(2), 1, &entries, &stats), "a file was read");
+        assert!(!unchanged(Some(3), 0, &entries, &stats), "a file is gone");
+        assert!(!unchanged(Some(1), 0, &entries, &stats), "a file is new");
+        let unsettled = [None, Some(st(1, 2)), None];
+        assert!(!unchanged(Some(2), 0, &entries, &unsettled), "not to be trusted");
     }
 
     #[test]

@@ -22,8 +22,10 @@ use super::blob::{self, Kind};
 use super::capture::{Walker, open_root};
 use super::digest::{self, Digest};
 use super::index;
-use super::manifest::{EntryKind, Manifest, VERSION, sha256_hex};
+use super::manifest::{BLAKE3_FROM, EntryKind, Manifest, sha256_hex};
 use super::pack::{Object, PackIndex};
+use super::tree::{self, Root};
+use super::tree_io;
 use super::{Captured, ProgressFn, SnapshotStore, par};
 use crate::workspace::error::{WsError, WsResult};
 use crate::workspace::model::now_ms;
@@ -96,6 +98,25 @@ impl LocalSnapshotStore {
     pub(super) fn with_raw_blobs(mut self) -> Self {
         self.compress_blobs = false;
         self
+    }
+
+    /// The tree hashes snapshot `id` names (version 3), read and checked.
+    #[cfg(test)]
+    pub(super) fn tree_hashes(&self, id: &str) -> Vec<Digest> {
+        let body = fs::read(self.manifest_path(id)).unwrap_or_default();
+        self.decode_manifest(&body).map(|(_, t)| t).unwrap_or_default()
+    }
+
+    /// True if some pack holds an object of `hash`.
+    #[cfg(test)]
+    pub(super) fn packed(&self, hash: &Digest) -> bool {
+        self.packs().is_ok_and(|p| p.get(hash).is_some())
+    }
+
+    /// Where snapshot `id`'s record is.
+    #[cfg(test)]
+    pub(super) fn manifest_file(&self, id: &str) -> PathBuf {
+        self.manifest_path(id)
     }
 
     /// True if new loose blobs are compressed (the filesystem cannot clone).
@@ -184,7 +205,7 @@ impl LocalSnapshotStore {
         &self,
         id: &str,
         staging: &Path,
-        staged: &[(PathBuf, Digest)],
+        staged: &[(PathBuf, Digest, Option<Kind>)],
         packs: Vec<(PathBuf, Vec<Object>)>,
     ) -> WsResult<()> {
         if staged.is_empty() && packs.is_empty() {
@@ -212,39 +233,41 @@ impl LocalSnapshotStore {
         Ok(())
     }
 
-    /// Compresses staged blobs where the store keeps them compressed (before the `syncfs`,
-    /// so a raw staging file that is replaced is usually never written back); returns each
-    /// with the kind it is published as.
+    /// Compresses staged raw blobs where the store keeps them compressed (before the
+    /// `syncfs`, so a raw staging file that is replaced is usually never written back);
+    /// returns each with the kind it is published as. Blobs the walk already compressed
+    /// (files read into memory) keep their kind.
     fn compress_staged(
         &self,
-        staged: &[(PathBuf, Digest)],
+        staged: &[(PathBuf, Digest, Option<Kind>)],
     ) -> WsResult<Vec<(PathBuf, Digest, Kind)>> {
-        if !self.compress_blobs {
-            return Ok(staged
-                .iter()
-                .map(|(p, h)| (p.clone(), *h, Kind::Raw))
-                .collect());
-        }
         let out = std::sync::Mutex::new(Vec::with_capacity(staged.len()));
-        par::for_each(staged, 1, |(tmp, hash)| {
-            let len = fs::metadata(tmp).map_err(|e| WsError::io(tmp, e))?.len();
-            let kind = blob::compress_staged(tmp, len).map_err(|e| WsError::io(tmp, e))?;
+        let push = |item| {
             out.lock()
-                .map_err(|_| WsError::Internal("blob compression lock poisoned".into()))?
-                .push((tmp.clone(), *hash, kind));
-            Ok(())
+                .map_err(|_| WsError::Internal("blob compression lock poisoned".into()))
+                .map(|mut v| v.push(item))
+        };
+        par::for_each(staged, 1, |(tmp, hash, kind)| {
+            let kind = match kind {
+                Some(kind) => *kind,
+                None if !self.compress_blobs => Kind::Raw,
+                None => {
+                    let len = fs::metadata(tmp).map_err(|e| WsError::io(tmp, e))?.len();
+                    blob::compress_staged(tmp, len).map_err(|e| WsError::io(tmp, e))?
+                }
+            };
+            push((tmp.clone(), *hash, kind))
         })?;
         out.into_inner()
             .map_err(|_| WsError::Internal("blob compression lock poisoned".into()))
     }
 
-    /// Writes the manifest with temp + fsync + rename; returns its checksum.
-    fn write_manifest(&self, m: &Manifest) -> WsResult<String> {
-        let body = m.encode();
-        let tmp = self.tmp.join(format!("{}.json", m.id));
-        let dest = self.manifest_path(&m.id);
+    /// Writes a snapshot's record with temp + fsync + rename; returns its checksum.
+    fn write_manifest(&self, id: &str, body: &[u8]) -> WsResult<String> {
+        let tmp = self.tmp.join(format!("{id}.json"));
+        let dest = self.manifest_path(id);
         let written = File::create(&tmp)
-            .and_then(|mut f| f.write_all(&body).and_then(|()| f.sync_all()))
+            .and_then(|mut f| f.write_all(body).and_then(|()| f.sync_all()))
             .map_err(|e| WsError::io(&tmp, e))
             .and_then(|()| fs::rename(&tmp, &dest).map_err(|e| WsError::io(&dest, e)));
         if let Err(e) = written {
@@ -252,7 +275,18 @@ impl LocalSnapshotStore {
             return Err(e);
         }
         sync_dir(&self.manifests)?;
-        Ok(sha256_hex(&body))
+        Ok(sha256_hex(body))
+    }
+
+    /// Decodes a manifest file of any version; version 3 roots are expanded from their
+    /// trees (each checked). Also returns the tree hashes it names.
+    fn decode_manifest(&self, body: &[u8]) -> Result<(Manifest, Vec<Digest>), String> {
+        if body.starts_with(tree::ROOT_MAGIC) {
+            let root = Root::decode(body).map_err(|_| "malformed root".to_string())?;
+            let packs = self.packs().map_err(|e| e.to_string())?;
+            return tree_io::load(&root, &self.packs_dir, &packs);
+        }
+        Manifest::decode(body).map(|m| (m, Vec::new()))
     }
 }
 
@@ -274,7 +308,7 @@ impl LocalSnapshotStore {
         let index_path = index::path_for(&self.index, root_meta.dev(), root_meta.ino());
         let index = index::load(&index_path);
         // A version 1 manifest names blobs by SHA-256: none of its hashes can be reused.
-        let previous = previous.filter(|p| p.version == VERSION);
+        let previous = previous.filter(|p| p.version >= BLAKE3_FROM);
         let packs = self.packs()?;
         let w = Walker {
             blobs: &self.blobs,
@@ -291,26 +325,40 @@ impl LocalSnapshotStore {
                 .unwrap_or(0),
             delay: self.delay,
             progress,
+            compress_blobs: self.compress_blobs,
         };
         let created_at_ms = now_ms();
         let walked = w.run(&root_fd);
         drop(w);
-        drop(packs);
         let mut walked = walked?;
+        // One object per directory; only the trees no pack holds yet are written (an
+        // unchanged subtree is a reference to the tree stored before).
+        let built = tree::build(&walked.entries)
+            .map_err(|e| WsError::Internal(format!("capture made no tree: {e:?}")))?;
+        let tree_packs = tree_io::stage(&built, &packs, staging)?;
+        drop(packs);
+        let index_files = index.as_ref().map(index::Index::file_count);
         drop(index);
-        let new_packs = std::mem::take(&mut walked.packs);
+        let mut new_packs = std::mem::take(&mut walked.packs);
+        new_packs.extend(tree_packs);
         self.publish(id, staging, &walked.staged, new_packs)?;
         use std::os::unix::fs::PermissionsExt;
-        let m = Manifest {
-            version: VERSION,
+        let root = Root {
             id: id.to_string(),
             created_at_ms,
             root_mode: root_meta.permissions().mode() & 0o7777,
-            entries: walked.entries,
+            entries: walked.entries.len() as u64,
+            tree: built.root,
         };
-        let manifest_sha256 = self.write_manifest(&m)?;
-        // Only now are all the hashes it names durable blobs.
-        if let Err(e) = index::store_walked(&index_path, started_ns, &m.entries, &walked.stats) {
+        drop(built);
+        let manifest_sha256 = self.write_manifest(id, &root.encode())?;
+        // Only now are all the hashes it names durable blobs. An index that would be
+        // rewritten as it is (every file trusted from it, none added or gone) stays; its
+        // older recording time only makes it more careful.
+        if !index::unchanged(index_files, walked.hashed, &walked.entries, &walked.stats)
+            && let Err(e) =
+                index::store_walked(&index_path, started_ns, &walked.entries, &walked.stats)
+        {
             tracing::warn!(error = %e, "snapshot stat index not written");
         }
         progress(walked.counters);
@@ -342,6 +390,14 @@ impl SnapshotStore for LocalSnapshotStore {
         captured
     }
 
+    fn wants_previous(&self, root: &Path) -> bool {
+        // A torn index is found only when loaded: then the capture re-hashes the tree
+        // (correct, only slower), as it does without an index and a previous manifest.
+        fs::metadata(root)
+            .map(|m| !index::path_for(&self.index, m.dev(), m.ino()).exists())
+            .unwrap_or(true)
+    }
+
     fn load(&self, id: &str, sha256: &str) -> WsResult<Manifest> {
         let path = self.manifest_path(id);
         let body = fs::read(&path).map_err(|e| WsError::CorruptSnapshot {
@@ -354,10 +410,12 @@ impl SnapshotStore for LocalSnapshotStore {
                 detail: "manifest fails its checksum".into(),
             });
         }
-        Manifest::decode(&body).map_err(|e| WsError::CorruptSnapshot {
-            id: id.into(),
-            detail: format!("manifest undecodable: {e}"),
-        })
+        self.decode_manifest(&body)
+            .map(|(m, _)| m)
+            .map_err(|e| WsError::CorruptSnapshot {
+                id: id.into(),
+                detail: format!("manifest undecodable: {e}"),
+            })
     }
 
     fn restore(
@@ -391,7 +449,23 @@ impl SnapshotStore for LocalSnapshotStore {
     fn record_copy(&self, id: &str, m: Manifest) -> WsResult<Captured> {
         let _guard = self.read()?;
         let m = Manifest { id: id.to_string(), created_at_ms: now_ms(), ..m };
-        let sha = self.write_manifest(&m)?;
+        // The copy's trees are the original's: building them finds every object stored
+        // already, so nothing is staged unless one went missing.
+        let built = tree::build(&m.entries)
+            .map_err(|e| WsError::Internal(format!("the copy made no tree: {e:?}")))?;
+        let guard = Staging::create(self.tmp.join(id))?;
+        let packs = self.packs()?;
+        let tree_packs = tree_io::stage(&built, &packs, guard.path())?;
+        drop(packs);
+        self.publish(id, guard.path(), &[], tree_packs)?;
+        let root = Root {
+            id: id.to_string(),
+            created_at_ms: m.created_at_ms,
+            root_mode: m.root_mode,
+            entries: m.entries.len() as u64,
+            tree: built.root,
+        };
+        let sha = self.write_manifest(id, &root.encode())?;
         Ok(super::image::copied(sha, &m))
     }
 
@@ -411,10 +485,12 @@ impl SnapshotStore for LocalSnapshotStore {
                 continue;
             }
             let body = fs::read(&path).map_err(|e| WsError::io(&path, e))?;
-            // An undecodable kept manifest keeps every blob: never delete what may be needed.
-            let Ok(m) = Manifest::decode(&body) else {
+            // An undecodable kept manifest (or one missing a tree) keeps every blob and
+            // tree: never delete what may be needed.
+            let Ok((m, trees)) = self.decode_manifest(&body) else {
                 return Ok(0);
             };
+            live.extend(trees);
             for e in m.entries {
                 if let EntryKind::File { hash, .. } = e.kind {
                     live.insert(hash);

@@ -3,11 +3,16 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use super::codec::{Malformed, R, Reader, Writer};
+#[cfg(test)]
+use super::codec::Writer;
+use super::codec::{Malformed, R, Reader};
 use super::digest::{self, Digest};
 
-/// Manifests written now: binary, BLAKE3 content hashes.
-pub const VERSION: u32 = 2;
+/// Manifests written now: a root of tree objects (`tree.rs`), BLAKE3 content hashes.
+/// Version 2 was one binary file per snapshot, version 1 JSON; both still load.
+pub const VERSION: u32 = 3;
+/// The first version whose content hashes are BLAKE3 (a capture may reuse them).
+pub const BLAKE3_FROM: u32 = 2;
 const MAGIC: &[u8; 4] = b"DWM\x02";
 /// Entry tags: 0 (dir), 1 (file) and 2 (symlink) without mtimes are still read; dirs and
 /// symlinks are written with their mtimes.
@@ -72,8 +77,10 @@ impl Manifest {
 }
 
 impl Manifest {
-    /// The binary encoding (version 2).
-    pub(super) fn encode(&self) -> Vec<u8> {
+    /// The binary encoding of version 2 (written before trees; kept to test that such
+    /// manifests still load).
+    #[cfg(test)]
+    pub(super) fn encode_v2(&self) -> Vec<u8> {
         let mut w = Writer::default();
         w.raw(MAGIC);
         w.bytes(self.id.as_bytes());
@@ -110,7 +117,8 @@ impl Manifest {
         w.buf
     }
 
-    /// Decodes a binary (version 2) or JSON (version 1) manifest.
+    /// Decodes a binary (version 2) or JSON (version 1) manifest; version 3 (trees) needs
+    /// the store's packs (`tree_io.rs`).
     pub(super) fn decode(body: &[u8]) -> Result<Manifest, String> {
         if body.starts_with(MAGIC) {
             return Self::decode_v2(&body[MAGIC.len()..]).map_err(|Malformed| "malformed".into());
@@ -167,7 +175,7 @@ impl Manifest {
             return Err(Malformed);
         }
         Ok(Manifest {
-            version: VERSION,
+            version: 2,
             id,
             created_at_ms,
             root_mode,
@@ -260,7 +268,7 @@ mod tests {
     fn manifests_round_trip_through_the_binary_encoding() {
         let h = [0xcd; 32];
         let m = Manifest {
-            version: VERSION,
+            version: 2,
             id: "snap-2".into(),
             created_at_ms: 5,
             root_mode: 0o755,
@@ -290,7 +298,7 @@ mod tests {
                 },
             ],
         };
-        let body = m.encode();
+        let body = m.encode_v2();
         let back = Manifest::decode(&body).expect("decodes");
         assert_eq!(back.entries, m.entries);
         assert_eq!((back.id.as_str(), back.root_mode), ("snap-2", 0o755));

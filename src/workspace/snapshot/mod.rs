@@ -13,6 +13,8 @@ mod manifest;
 mod pack;
 mod par;
 mod restore;
+mod tree;
+mod tree_io;
 
 use std::path::Path;
 
@@ -72,6 +74,15 @@ pub trait SnapshotStore: Send + Sync {
         progress: ProgressFn<'_>,
     ) -> WsResult<Captured>;
 
+    /// Whether a `capture` of `root` would use a `previous` manifest. False when the store
+    /// already has a stat index of that tree (which is what recognises unchanged files),
+    /// so a caller need not load one: at 150k files a load costs about a third of an
+    /// unchanged capture.
+    fn wants_previous(&self, root: &Path) -> bool {
+        let _ = root;
+        true
+    }
+
     /// Loads a manifest and checks it against the checksum recorded with it.
     fn load(&self, id: &str, sha256: &str) -> WsResult<Manifest>;
 
@@ -130,3 +141,7 @@ mod tests_faults;
 mod tests_image;
 #[cfg(test)]
 mod tests_packs;
+#[cfg(test)]
+mod tests_tree_store;
+#[cfg(test)]
+mod tests_trees;

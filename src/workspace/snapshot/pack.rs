@@ -155,7 +155,29 @@ pub(super) fn read_object(f: &File, loc: Loc) -> std::io::Result<Vec<u8>> {
     Ok(raw)
 }
 
-/// Compresses one object's content.
+/// [`read_object`] with a decompression context the caller keeps (many small objects in
+/// a row: a context per object would cost more than decompressing them).
+pub(super) fn read_object_with(
+    f: &File,
+    loc: Loc,
+    d: &mut zstd::bulk::Decompressor<'_>,
+) -> std::io::Result<Vec<u8>> {
+    let mut frame = vec![0u8; loc.clen as usize];
+    f.read_exact_at(&mut frame, loc.offset)?;
+    let raw = d.decompress(&frame, loc.rlen as usize)?;
+    if raw.len() != loc.rlen as usize {
+        return Err(std::io::Error::other("object has the wrong length"));
+    }
+    Ok(raw)
+}
+
+/// A compression context at the packs' level, for many objects in a row.
+pub(super) fn compressor() -> std::io::Result<zstd::bulk::Compressor<'static>> {
+    zstd::bulk::Compressor::new(LEVEL)
+}
+
+/// Compresses one object's content (captures keep a context: [`compressor`]).
+#[cfg(test)]
 pub(super) fn compress(raw: &[u8]) -> std::io::Result<Vec<u8>> {
     zstd::bulk::compress(raw, LEVEL)
 }

@@ -155,8 +155,8 @@ fn garbage_collection_keeps_blobs_shared_with_kept_snapshots() {
     assert_eq!(c2.new_bytes, 3);
     assert_eq!(
         store.collect_garbage(&["s1".to_string()]).unwrap(),
-        1,
-        "only s2's own blob goes"
+        2,
+        "only s2's own file and its own root tree go"
     );
     store
         .restore(&m1, &dir.path().join("dest"), None, &|_| {})

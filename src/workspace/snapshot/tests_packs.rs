@@ -92,12 +92,8 @@ fn a_damaged_packed_object_fails_the_restore_as_corrupt() {
     let store = LocalSnapshotStore::open(&root).unwrap();
     let c = store.capture("s1", &src, None, &|_| {}).unwrap();
     let m = store.load("s1", &c.manifest_sha256).unwrap();
-    let pack = std::fs::read_dir(root.join("packs"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    // The small files' pack (the capture's first; its last holds the trees).
+    let pack = root.join("packs/s1-0.pack");
     let mut data = std::fs::read(&pack).unwrap();
     // Inside the objects, well before the index at the end.
     data[40] ^= 0x55;
@@ -122,11 +118,13 @@ fn garbage_collection_drops_dead_packs_and_rewrites_mostly_dead_ones() {
     std::fs::write(a.join("shared.js"), b"shared").unwrap();
     let ca = store.capture("sa", &a, None, &|_| {}).unwrap();
     let cb = store.capture("sb", &b, None, &|_| {}).unwrap();
-    assert_eq!(count(&root.join("packs"), "pack"), 2);
-    // Keep only b: a's pack has one live object of 301 and is rewritten with it.
+    // Each capture: a pack of small files and one of trees (the root and `lib`).
+    assert_eq!(count(&root.join("packs"), "pack"), 4);
+    // Keep only b: a's pack has one live object of 301 and is rewritten with it; a's
+    // trees are all dead, so their pack goes.
     let removed = store.collect_garbage(&["sb".to_string()]).unwrap();
-    assert_eq!(removed, 300, "a's own objects go");
-    assert_eq!(count(&root.join("packs"), "pack"), 2);
+    assert_eq!(removed, 300 + 2, "a's own objects and trees go");
+    assert_eq!(count(&root.join("packs"), "pack"), 3);
     let m = store.load("sb", &cb.manifest_sha256).unwrap();
     store
         .restore(&m, &dir.path().join("rb"), None, &|_| {})

@@ -105,7 +105,13 @@ impl Service {
         let _gate = self.gc_gate.read().await;
         let seq = self.store.begin(id, "snapshot")?;
         let snap_id = format!("snap-{}", random_hex(8));
-        let previous = self.latest_manifest(id);
+        // Only loaded when the store cannot recognise unchanged files by itself (a capture
+        // from an image clone carries the worktree's stat index to the clone first).
+        let previous = if self.snapshots.wants_previous(&self.worktree(id)) {
+            self.latest_manifest(id)
+        } else {
+            None
+        };
         let captured = self
             .capture_worktree(id, &snap_id, previous, progress)
             .await;
