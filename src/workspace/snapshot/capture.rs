@@ -91,7 +91,7 @@ pub(super) fn open_root(root: &Path) -> WsResult<OwnedFd> {
     openat(nix::fcntl::AT_FDCWD, root, flags, Mode::empty()).map_err(|e| WsError::errno(root, e))
 }
 
-fn stat_of(st: &FileStat) -> Stat {
+pub(super) fn stat_of(st: &FileStat) -> Stat {
     Stat::from_parts(
         st.st_dev,
         st.st_ino,

@@ -105,14 +105,7 @@ fn adopt_entry(root: &OwnedFd, e: &Entry, owner: Option<(u32, u32)>) -> WsResult
         .map_err(|err| errno(path, err))?;
     }
     let st = fstatat(root, path, AtFlags::AT_SYMLINK_NOFOLLOW).map_err(|err| errno(path, err))?;
-    let stat = Stat::from_parts(
-        st.st_dev,
-        st.st_ino,
-        st.st_mode,
-        st.st_size as u64,
-        (st.st_mtime, st.st_mtime_nsec),
-        (st.st_ctime, st.st_ctime_nsec),
-    );
+    let stat = super::capture::stat_of(&st);
     let is_file = st.st_mode & libc::S_IFMT == libc::S_IFREG;
     if !is_file
         || stat.size != *size
