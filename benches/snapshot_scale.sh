@@ -209,9 +209,10 @@ SVC_START=0 SVC_PEAK1=0 SVC_PEAK=0 SVC_IDLE=0
 [ "${SERVICE:-1}" = 1 ] && read -r _ SVC_START SVC_PEAK1 SVC_PEAK SVC_IDLE < <(benches/snapshot_scale_service.sh "$TREE" "$WORK" target/release/dockwarden | grep '^service_rss' || echo "service_rss 0 0 0 0")
 echo "service RSS (KiB): start $SVC_START, peak after the first snapshot $SVC_PEAK1, peak $SVC_PEAK, idle 10 s later $SVC_IDLE" >&2
 
-med() { tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
-kib() { tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%d MiB", a[int((NR+1)/2)]/1024}'; }
-mib() { tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.1f MiB", a[int((NR+1)/2)]/1048576}'; }
+# A measure of a tool that was not run (TOOLS) prints as "–", not as zero.
+med() { [ -n "${T[$1]:-}" ] || { echo –; return; }; tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
+kib() { [ -n "${T[$1]:-}" ] || { echo –; return; }; tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%d MiB", a[int((NR+1)/2)]/1024}'; }
+mib() { [ -n "${T[$1]:-}" ] || { echo –; return; }; tr ' ' '\n' <<<"${T[$1]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.1f MiB", a[int((NR+1)/2)]/1048576}'; }
 TABLE=$(
 	cat <<EOF
 Tree: $NF files, $ND dirs, $NL symlinks, $((BYTES >> 20)) MiB (SCALE_FILES=$FILES); medians of $ROUNDS rounds, seconds, warm caches, $(nproc) shared cores; $(date -u +%Y-%m-%d).
