@@ -142,23 +142,7 @@ pub(super) fn build(entries: &[Entry]) -> Result<Built, BuildError> {
                     let sub = hashes.get(e.path.as_str()).copied().unwrap_or_default();
                     w.raw(&sub);
                 }
-                EntryKind::File {
-                    mode,
-                    size,
-                    hash,
-                    mtime_ns,
-                } => {
-                    w.u8(TAG_FILE);
-                    w.varint(u64::from(*mode));
-                    w.varint(*size);
-                    w.i64(*mtime_ns);
-                    w.raw(hash);
-                }
-                EntryKind::Symlink { target, mtime_ns } => {
-                    w.u8(TAG_SYMLINK);
-                    w.bytes(target.as_bytes());
-                    w.i64(*mtime_ns);
-                }
+                leaf => super::manifest::write_leaf(&mut w, leaf, TAG_FILE, TAG_SYMLINK),
             }
         }
         out.buf = w.buf;
