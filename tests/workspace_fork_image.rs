@@ -207,6 +207,44 @@ fn tree(root: &Path) -> Vec<(String, String, u32)> {
     out
 }
 
+/// The label of an XFS image (the disk owner of a worktree image: `dw<uid>`).
+fn label(image: &Path) -> String {
+    let out = Command::new("blkid")
+        .args(["-o", "value", "-s", "LABEL"])
+        .arg(image)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The per-mount options of the mount on `dir` (`/proc/self/mountinfo`, field 6).
+fn mount_options(dir: &Path) -> String {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let dir = dir.to_str().unwrap();
+    info.lines()
+        .filter(|l| l.split(' ').nth(4) == Some(dir))
+        .last()
+        .and_then(|l| l.split(' ').nth(5))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The owners on disk of every entry of an (immutable) snapshot image clone, read through a
+/// plain read-only mount of it: no idmapping.
+fn raw_owners(image: &Path) -> HashSet<u32> {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = Command::new("mount")
+        .args(["-o", "loop,ro,norecovery,nouuid"])
+        .arg(image)
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(ok.success(), "mount {}", image.display());
+    let owners = tree(dir.path()).into_iter().map(|(_, _, u)| u).collect();
+    assert!(Command::new("umount").arg(dir.path()).status().unwrap().success());
+    owners
+}
+
 fn without_owner(t: &[(String, String, u32)]) -> Vec<(String, String)> {
     t.iter().map(|(p, w, _)| (p.clone(), w.clone())).collect()
 }
@@ -266,6 +304,14 @@ fn a_fork_of_a_fork_clones_whole_images_shares_their_blocks_and_stays_independen
         f1_uid,
         "the root too"
     );
+    // No inode of the clone was touched: the fork's image keeps the parent's uid on disk
+    // (its label, copied with the blocks, says so) and is mounted with that uid mapped to
+    // the fork's.
+    let p_uid = svc.ok("GET", "/v1/workspaces/p", None)["uid"].as_u64().unwrap() as u32;
+    let f1_img = svc.state.join("disks").join(format!("{f1_uid}.img"));
+    assert_eq!(label(&f1_img), format!("dw{p_uid}"));
+    let opts = mount_options(&f1_wt);
+    assert!(opts.split(',').any(|o| o == "idmapped"), "{opts}");
     let snaps: Value = svc.ok("GET", "/v1/workspaces/f1/snapshots", None);
     let baseline = &snaps.as_array().unwrap()[0];
     assert_eq!(baseline["reason"], "baseline", "{snaps}");
@@ -280,6 +326,13 @@ fn a_fork_of_a_fork_clones_whole_images_shares_their_blocks_and_stays_independen
     assert_eq!(s2["hashed"], 0, "no file of the fork is read again: {s2}");
     assert_eq!(s2["new_bytes"], 0, "{s2}");
     assert_eq!(s2["image_clone"], true, "{s2}");
+    let snap_images = svc.state.join("disks/snapshots");
+    let s2_img = |id: &str| snap_images.join(format!("{id}.img"));
+    assert_eq!(
+        raw_owners(&s2_img(s2["id"].as_str().unwrap())),
+        HashSet::from([p_uid]),
+        "on the fork's disk every entry is still the parent's"
+    );
     let f2 = fork(&svc, "f2", s2["id"].as_str().unwrap());
     let f2_wt = svc.worktree("f2");
     assert_eq!(without_owner(&tree(&f2_wt)), without_owner(&p_tree));
@@ -373,6 +426,15 @@ fn a_fork_of_a_fork_clones_whole_images_shares_their_blocks_and_stays_independen
         (Some(1), Some(303)),
         "{s5}"
     );
+    // Written by the fork's uid through the mapping, stored as the disk owner's, read back
+    // as the fork's: after a kill, a resume and a restart of the service.
+    assert_eq!(std::fs::metadata(f1_wt.join("after.txt")).unwrap().uid(), f1_uid);
+    let opts = mount_options(&f1_wt);
+    assert!(opts.split(',').any(|o| o == "idmapped"), "{opts}");
+    assert_eq!(
+        raw_owners(&s2_img(s5["id"].as_str().unwrap())),
+        HashSet::from([p_uid])
+    );
 
     // Deleting workspaces deletes their snapshots' image clones.
     for id in ["f4", "f3", "f2"] {
@@ -385,7 +447,7 @@ fn a_fork_of_a_fork_clones_whole_images_shares_their_blocks_and_stays_independen
             s.as_array()
                 .unwrap()
                 .iter()
-                .map(|s| format!("{}.img", s["id"].as_str().unwrap())),
+                .flat_map(|s| ["img", "idx"].map(|x| format!("{}.{x}", s["id"].as_str().unwrap()))),
         );
     }
     let mut left: Vec<String> = std::fs::read_dir(svc.state.join("disks/snapshots"))
@@ -395,7 +457,10 @@ fn a_fork_of_a_fork_clones_whole_images_shares_their_blocks_and_stays_independen
         .collect();
     left.sort();
     live.sort();
-    assert_eq!(left, live, "exactly the live snapshots keep image clones");
+    assert_eq!(
+        left, live,
+        "exactly the live snapshots keep image clones, each with its saved stat index"
+    );
     drop(svc);
 }
 

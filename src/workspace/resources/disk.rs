@@ -16,6 +16,7 @@ use serde::Serialize;
 use tracing::{info, warn};
 
 use super::config::{DiskMode, ResourcesConfig};
+use super::idmap;
 
 /// A worktree with less free space than this is full.
 pub const FULL_BELOW: u64 = 1 << 20;
@@ -151,7 +152,7 @@ impl Disk {
             return create(&image, worktree, uid, bytes);
         }
         if !is_mount(worktree) {
-            mount(&image, worktree)?;
+            mount_as(&image, worktree, uid)?;
         }
         let len = std::fs::metadata(&image).map_err(|e| e.to_string())?.len();
         if bytes > len {
@@ -178,7 +179,9 @@ impl Disk {
     }
 }
 
-fn mkfs(image: &Path, bytes: u64) -> Result<(), String> {
+/// A new image of `bytes` whose content will belong to `uid` (its label says so: the disk
+/// owner, `idmap`).
+fn mkfs(image: &Path, bytes: u64, uid: u32) -> Result<(), String> {
     if let Some(d) = image.parent() {
         std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
     }
@@ -194,7 +197,8 @@ fn mkfs(image: &Path, bytes: u64) -> Result<(), String> {
     } else {
         &[]
     };
-    run("mkfs.xfs", &["-q", "-f", "-m", "reflink=1", &img], small).map(|_| ())
+    let label = idmap::label_for(uid);
+    run("mkfs.xfs", &["-q", "-f", "-m", "reflink=1", "-L", &label, &img], small).map(|_| ())
 }
 
 /// Mounts a worktree image on `at`. `nouuid`: a fork's image is a block-level clone of its
@@ -207,10 +211,35 @@ pub fn mount(image: &Path, at: &Path) -> Result<(), String> {
     run("mount", &["-o", "loop,nosuid,nodev,nouuid", &img, &dir], &[]).map(|_| ())
 }
 
+/// Mounts the worktree image `image` on `at` so that its content belongs to `uid`: plainly
+/// when the image's disk owner is `uid` (or it has none recorded), else through an idmapped
+/// mount that swaps the disk owner and `uid` (a fork's block-level clone; `idmap`).
+pub fn mount_as(image: &Path, at: &Path, uid: u32) -> Result<(), String> {
+    let owner = idmap::disk_owner(image);
+    let Some(disk_uid) = owner.filter(|&d| d != uid) else {
+        return mount(image, at);
+    };
+    let stage = image.with_file_name(format!(".idmap-{uid}"));
+    // What a crash between the two mounts left.
+    if is_mount(&stage) {
+        let _ = nix::mount::umount2(&stage, nix::mount::MntFlags::MNT_DETACH);
+    }
+    std::fs::create_dir_all(&stage).map_err(|e| format!("{}: {e}", stage.display()))?;
+    mount(image, &stage)?;
+    let moved = idmap::move_swapped(&stage, at, disk_uid, uid);
+    if moved.is_err() && is_mount(&stage) {
+        let _ = nix::mount::umount2(&stage, nix::mount::MntFlags::MNT_DETACH);
+    }
+    let _ = std::fs::remove_dir(&stage);
+    moved?;
+    info!(at = %at.display(), disk_uid, uid, "worktree image mounted with its owner mapped");
+    Ok(())
+}
+
 /// New image: content copied in through a staging mount, then mounted on the worktree.
 fn create(image: &Path, worktree: &Path, uid: u32, bytes: u64) -> Result<(), String> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    mkfs(image, bytes)?;
+    mkfs(image, bytes, uid)?;
     let meta = std::fs::metadata(worktree).map_err(|e| format!("{}: {e}", worktree.display()))?;
     let stage = worktree.with_file_name(".disk-stage");
     let _ = std::fs::create_dir(&stage);

@@ -24,6 +24,12 @@ pub fn snapshot_image(state_dir: &Path, id: &str) -> PathBuf {
     images_dir(state_dir).join(format!("{id}.img"))
 }
 
+/// The stat index saved beside a snapshot's image clone (`SnapshotStore::save_index`): a
+/// cache, like every index; a missing or torn one only costs a fork a walk of stat data.
+pub fn index_of(image: &Path) -> PathBuf {
+    image.with_extension("idx")
+}
+
 fn tmp_of(path: &Path) -> PathBuf {
     path.with_extension("img.tmp")
 }
@@ -140,6 +146,8 @@ pub fn clone_image(src: &Path, dest: &Path) -> Result<(), String> {
 /// only ever cloned), so two snapshots can share one.
 pub fn link_image(src: &Path, dest: &Path) -> Result<(), String> {
     fs::hard_link(src, dest).map_err(|e| format!("{}: {e}", dest.display()))?;
+    // The saved index describes the same tree (a cache: without it a fork walks stat data).
+    let _ = fs::hard_link(index_of(src), index_of(dest));
     sync_dir(dest.parent().unwrap_or(Path::new(".")))
 }
 
@@ -198,13 +206,17 @@ pub fn sweep(state_dir: &Path, keep: &HashSet<String>) -> usize {
         let name = e.file_name().to_string_lossy().into_owned();
         if name.starts_with(".mnt-") {
             unmount(&path);
-        } else if name.ends_with(".img.tmp") {
+        } else if name.ends_with(".tmp") {
             let _ = fs::remove_file(&path);
         } else if let Some(id) = name.strip_suffix(".img")
             && !keep.contains(id)
             && fs::remove_file(&path).is_ok()
         {
             removed += 1;
+        } else if let Some(id) = name.strip_suffix(".idx")
+            && !keep.contains(id)
+        {
+            let _ = fs::remove_file(&path);
         }
     }
     removed

@@ -9,6 +9,7 @@ pub mod cgroup;
 pub mod config;
 pub mod disk;
 pub mod disk_clone;
+pub mod idmap;
 pub mod input;
 pub mod layers;
 pub mod model;

@@ -120,16 +120,38 @@ fn adopt_entry(root: &OwnedFd, e: &Entry, owner: Option<(u32, u32)>) -> WsResult
 }
 
 /// Makes the tree at `root`, a whole-filesystem clone of the tree `m` describes, the new
-/// workspace's: every entry (and the root) owned by `owner`, then the tree's stat index
-/// written from `m`'s hashes and the stat data after the change of owner, so the next
-/// capture reads no file. No content is read. Fails (and the caller restores instead) if
-/// any file's type, size, mode or mtime disagrees with `m`. Returns the files indexed.
+/// workspace's, and writes its stat index so the next capture reads no file. No content is
+/// read.
+/// - With `owner`, every entry (and the root) is given to it, and the index is written from
+///   `m`'s hashes and the stat data after the change of owner. Fails (and the caller
+///   restores instead) if any file's type, size, mode or mtime disagrees with `m`.
+/// - Without (the clone is mounted with its owner mapped, `resources::idmap`, so its inodes
+///   are untouched), the index is the one `saved` beside the snapshot's image clone at its
+///   capture, its device rewritten, when every record of it agrees with `m`; else the
+///   entries' stat data are read as above.
+///
+/// Returns the files indexed.
 pub(super) fn adopt_clone(
     index_dir: &Path,
     m: &Manifest,
     root: &Path,
     owner: Option<(u32, u32)>,
+    saved: Option<&Path>,
 ) -> WsResult<u64> {
+    let (dev, ino) = root_id(root)?;
+    let to = index::path_for(index_dir, dev, ino);
+    if owner.is_none()
+        && let Some(saved) = saved
+    {
+        let agrees = |path: &[u8], st: &Stat, hash: &Digest| agrees_with(m, path, st, hash);
+        match index::copy_to(saved, &to, dev, i64::MAX, agrees) {
+            Ok(Some(n)) => return Ok(n as u64),
+            Ok(None) => {
+                tracing::warn!(index = %saved.display(), "the snapshot's saved stat index is missing or disagrees with its manifest: reading stat data")
+            }
+            Err(e) => return Err(WsError::io(index_dir, e)),
+        }
+    }
     let fd = open_root(root)?;
     let chunks: Vec<&[Entry]> = m.entries.chunks(512).collect();
     let files: Mutex<Vec<(String, Stat, Digest)>> = Mutex::new(Vec::new());
@@ -166,12 +188,47 @@ pub(super) fn adopt_clone(
         std::thread::sleep(Duration::from_nanos(wait.unsigned_abs()));
     }
     let n = files.len() as u64;
-    let (dev, ino) = root_id(root)?;
-    index::store_entries(
-        &index::path_for(index_dir, dev, ino),
-        index::now_ns(),
-        &mut files,
-    )
-    .map_err(|e| WsError::io(index_dir, e))?;
+    index::store_entries(&to, index::now_ns(), &mut files)
+        .map_err(|e| WsError::io(index_dir, e))?;
     Ok(n)
+}
+
+/// Whether a stat index record (path, stat, hash) describes a file of `m` as `m` does:
+/// the same hash, size, mtime and permission bits, and a regular file. Pure.
+fn agrees_with(m: &Manifest, path: &[u8], st: &Stat, hash: &Digest) -> bool {
+    let Ok(i) = m.entries.binary_search_by(|e| e.path.as_bytes().cmp(path)) else {
+        return false;
+    };
+    match &m.entries[i].kind {
+        EntryKind::File {
+            hash: h,
+            size,
+            mtime_ns,
+            mode,
+            ..
+        } => {
+            h == hash
+                && *size == st.size
+                && *mtime_ns == st.mtime_ns
+                && st.mode & libc::S_IFMT == libc::S_IFREG
+                && st.mode & 0o7777 == mode & 0o7777
+        }
+        _ => false,
+    }
+}
+
+/// Saves the stat index of the tree at `root` (a snapshot's image clone, mounted) as
+/// `file`, recorded no later than `before_ns`, for the forks of that snapshot. False when
+/// `root` has no index.
+pub(super) fn save_index(
+    index_dir: &Path,
+    root: &Path,
+    file: &Path,
+    before_ns: i64,
+) -> WsResult<bool> {
+    let (dev, ino) = root_id(root)?;
+    let from = index::path_for(index_dir, dev, ino);
+    index::copy_to(&from, file, dev, before_ns, |_, _, _| true)
+        .map(|n| n.is_some())
+        .map_err(|e| WsError::io(file, e))
 }

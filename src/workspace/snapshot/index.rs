@@ -365,16 +365,35 @@ pub fn carry(
     to: (u64, u64),
     recorded_before_ns: i64,
 ) -> std::io::Result<bool> {
-    let Some(idx) = load(&path_for(dir, from.0, from.1)) else {
-        return Ok(false);
+    let (src, dst) = (path_for(dir, from.0, from.1), path_for(dir, to.0, to.1));
+    Ok(copy_to(&src, &dst, to.0, recorded_before_ns, |_, _, _| true)?.is_some())
+}
+
+/// Copies the index at `from` to `to` (as [`carry`] does between two roots, or to and from
+/// the file kept beside a snapshot's image clone): every record's device becomes `dev` and
+/// `recorded_at` is lowered to `recorded_before_ns`. Every record must pass `check` (path,
+/// stat, hash), else nothing is written. `None` when `from` has no valid index or a record
+/// failed `check`; else the number of files.
+pub fn copy_to(
+    from: &Path,
+    to: &Path,
+    dev: u64,
+    recorded_before_ns: i64,
+    check: impl Fn(&[u8], &Stat, &Digest) -> bool,
+) -> std::io::Result<Option<usize>> {
+    let Some(idx) = load(from) else {
+        return Ok(None);
     };
-    let stats: Vec<Stat> = idx.files.iter().map(|r| Stat { dev: to.0, ..r.stat }).collect();
+    let stats: Vec<Stat> = idx.files.iter().map(|r| Stat { dev, ..r.stat }).collect();
     let view: Vec<(&[u8], &Stat, &Digest)> = (0..idx.files.len())
         .map(|i| (idx.path(i), &stats[i], &idx.files[i].hash))
         .collect();
+    if !view.iter().all(|(p, st, h)| check(p, st, h)) {
+        return Ok(None);
+    }
     let at = idx.recorded_at_ns.min(recorded_before_ns);
-    write_body(&path_for(dir, to.0, to.1), &encode_sorted(at, &view))?;
-    Ok(true)
+    write_body(to, &encode_sorted(at, &view))?;
+    Ok(Some(view.len()))
 }
 
 /// True if a capture's index would record exactly what the loaded one (`index_files`

@@ -441,9 +441,19 @@ impl SnapshotStore for LocalSnapshotStore {
         super::image::carry_index(&self.index, from, to, before_ns, moved)
     }
 
-    fn adopt_clone(&self, m: &Manifest, root: &Path, owner: Option<(u32, u32)>) -> WsResult<u64> {
+    fn save_index(&self, root: &Path, file: &Path, before_ns: i64) -> WsResult<bool> {
+        super::image::save_index(&self.index, root, file, before_ns)
+    }
+
+    fn adopt_clone(
+        &self,
+        m: &Manifest,
+        root: &Path,
+        owner: Option<(u32, u32)>,
+        saved: Option<&Path>,
+    ) -> WsResult<u64> {
         let _guard = self.read()?;
-        super::image::adopt_clone(&self.index, m, root, owner)
+        super::image::adopt_clone(&self.index, m, root, owner, saved)
     }
 
     fn record_copy(&self, id: &str, m: Manifest) -> WsResult<Captured> {

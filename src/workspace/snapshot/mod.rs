@@ -112,14 +112,24 @@ pub trait SnapshotStore: Send + Sync {
         Ok(false)
     }
 
+    /// Saves the stat index of the tree at `root` (a snapshot's image clone) as `file`,
+    /// recorded no later than `recorded_before_ns`, for [`Self::adopt_clone`] of the forks
+    /// of that snapshot. False when there was none (or the store keeps no index).
+    fn save_index(&self, _root: &Path, _file: &Path, _recorded_before_ns: i64) -> WsResult<bool> {
+        Ok(false)
+    }
+
     /// Makes `root`, a whole-filesystem clone of the tree `manifest` describes, a new
-    /// workspace's: owned by `owner`, its stat index written from the manifest's hashes
-    /// (no content read). Fails if the clone disagrees with the manifest.
+    /// workspace's: given to `owner` if some, its stat index written from the manifest's
+    /// hashes, or, with no owner to give it to, copied from `saved` (what
+    /// [`Self::save_index`] kept) when that agrees with the manifest; no content read.
+    /// Fails if the clone disagrees with the manifest.
     fn adopt_clone(
         &self,
         _manifest: &Manifest,
         _root: &Path,
         _owner: Option<(u32, u32)>,
+        _saved: Option<&Path>,
     ) -> WsResult<u64> {
         Err(WsError::Internal("this snapshot store cannot adopt image clones".into()))
     }

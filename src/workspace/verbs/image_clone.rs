@@ -20,6 +20,7 @@ use crate::workspace::error::{WsError, WsResult};
 use crate::workspace::model::{SnapshotInfo, Workspace, random_hex};
 use crate::workspace::resources::disk;
 use crate::workspace::resources::disk_clone::{self, RoMount};
+use crate::workspace::resources::idmap;
 use crate::workspace::service::{ProgressSink, Service, no_progress};
 use crate::workspace::snapshot::{Captured, Manifest, ProgressFn, SnapshotStore};
 
@@ -68,6 +69,12 @@ fn capture_from_clone(
         warn!(error = %e, "stat index not carried to the clone");
     }
     let captured = snaps.capture(sid, mount.path(), previous, progress);
+    // Kept beside the clone for its forks, which then read no stat data.
+    if captured.is_ok()
+        && let Err(e) = snaps.save_index(mount.path(), &disk_clone::index_of(&dest), frozen_at)
+    {
+        warn!(error = %e, "stat index not saved beside the snapshot's image clone");
+    }
     // And back: what the capture recorded is the worktree at `frozen_at`.
     if let Err(e) = snaps.carry_index(mount.path(), root, frozen_at, true) {
         warn!(error = %e, "stat index not carried back to the worktree");
@@ -90,25 +97,33 @@ fn fork_blocking(
     src: &Path,
     image: &Path,
     wt: &Path,
-    owner: Option<(u32, u32)>,
+    (uid, owner): (u32, Option<(u32, u32)>),
     baseline_image: &Path,
 ) -> Result<(u64, bool), String> {
     let t0 = std::time::Instant::now();
     disk_clone::clone_image(src, image)?;
     let t1 = std::time::Instant::now();
     std::fs::create_dir(wt).map_err(|e| format!("{}: {e}", wt.display()))?;
-    disk::mount(image, wt)?;
+    disk::mount_as(image, wt, uid)?;
     let t2 = std::time::Instant::now();
-    let files = snaps.adopt_clone(m, wt, owner).map_err(|e| e.to_string())?;
+    // An image that records its disk owner is mounted with that owner mapped to `uid`
+    // (`idmap`): its entries are the fork's already, untouched. One from before labels is
+    // given to the fork entry by entry.
+    let owner = owner.filter(|_| idmap::disk_owner(image).is_none());
+    let saved = disk_clone::index_of(src);
+    let files = snaps
+        .adopt_clone(m, wt, owner, Some(&saved))
+        .map_err(|e| e.to_string())?;
     info!(
         fork.clone_ms = (t1 - t0).as_millis() as u64,
         fork.mount_ms = (t2 - t1).as_millis() as u64,
         fork.adopt_ms = t2.elapsed().as_millis() as u64,
+        fork.chown = owner.is_some(),
         "image fork steps"
     );
     // The baseline's tree is the parent snapshot's (owners are not part of a snapshot, and
-    // a fork of it gives every entry to its own uid anyway): the same immutable image, one
-    // more name for it.
+    // a fork of it maps or gives every entry to its own uid anyway): the same immutable
+    // image, one more name for it.
     let linked = match disk_clone::link_image(src, baseline_image) {
         Ok(()) => true,
         Err(e) => {
@@ -209,7 +224,7 @@ impl Service {
         let (image, wt, owner) = (
             disk::image_path(&state, ws.uid),
             self.worktree(&ws.id),
-            self.owner(ws),
+            (ws.uid, self.owner(ws)),
         );
         if image.exists() {
             warn!(workspace.id = %ws.id, "an image of this uid exists: restoring instead");
