@@ -6,6 +6,7 @@
 # new image and a baseline capture). Alternating, ROUNDS times.
 #
 #   benches/fork_image.sh [DOCKWARDEN]     # SCALE_FILES=150000 (default), ROUNDS=3, WORK=...
+#                                          # RESTORE=0: image forks only (no restore forks)
 #
 # Needs root (loop mounts, workspace uids). The tree is built by benches/snapshot_scale.sh's
 # generator (read out of that script, so both build the same tree). Prints one line per
@@ -83,7 +84,9 @@ fork() { # kind round snapshot
 	api DELETE "/v1/workspaces/$id" >/dev/null
 }
 for r in $(seq "$ROUNDS"); do
-	if [ $((r % 2)) = 1 ]; then
+	if [ "${RESTORE:-1}" = 0 ]; then
+		fork image "$r" "$SID"
+	elif [ $((r % 2)) = 1 ]; then
 		fork image "$r" "$SID"
 		fork restore "$r" "$RID"
 	else
@@ -93,3 +96,4 @@ for r in $(seq "$ROUNDS"); do
 done
 grep -o '"forked from the snapshot.s image clone".*' "$WORK/svc.log" | head -3 >&2 || true
 grep 'forked from' "$WORK/svc.log" | sed 's/.*fork\.files/fork.files/' >&2 || true
+grep 'image fork steps' "$WORK/svc.log" | sed 's/.*fork\.clone_ms/fork.clone_ms/' >&2 || true
