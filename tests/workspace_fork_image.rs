@@ -435,6 +435,17 @@ fn a_fork_of_a_fork_clones_whole_images_shares_their_blocks_and_stays_independen
         raw_owners(&s2_img(s5["id"].as_str().unwrap())),
         HashSet::from([p_uid])
     );
+    // The idmapped worktree grows online like any other (its loop device is found through
+    // the mount).
+    let grown = svc.ok(
+        "POST",
+        "/v1/workspaces/f1/resize",
+        Some(json!({ "disk": "96MiB" })),
+    );
+    assert_eq!(grown["state"], "applied", "{grown}");
+    let st = svc.ok("GET", "/v1/workspaces/f1/status", None);
+    let size = st["disk"]["sizeBytes"].as_u64().unwrap();
+    assert!(size > 80 << 20, "grown to 96 MiB less the log: {st}");
 
     // Deleting workspaces deletes their snapshots' image clones.
     for id in ["f4", "f3", "f2"] {
