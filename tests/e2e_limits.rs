@@ -49,7 +49,9 @@ fn eighty_parallel_creates_leave_exactly_the_default_cap_of_64(e: &Engine) {
     let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
     let ws = dir.path().canonicalize().expect("canon").join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
-    let p = Proxy::start_in_on(&d.engine(), dir, ws, &["--cgroup-name", &name]);
+    // Debug lines of admission: how many creates were pending when each was admitted.
+    let env = [("RUST_LOG", "info,dockwarden::proxy::admission=debug")];
+    let p = Proxy::start_in_on_env(&d.engine(), dir, ws, &["--cgroup-name", &name], &env);
     assert_eq!(stdout(&d.cli(&["ps", "-aq"])), "", "the private daemon starts empty");
 
     let handles: Vec<_> = (0..80)
@@ -67,6 +69,18 @@ fn eighty_parallel_creates_leave_exactly_the_default_cap_of_64(e: &Engine) {
     assert_eq!(refused.len(), 16);
     assert!(refused.iter().all(|a| a.contains("limits.containers") && a.contains("docker rm")), "{}", refused[0]);
     assert_eq!(exist, 64, "the daemon holds exactly the cap");
+    // The cap is kept without making the daemon create one container at a time: creates were
+    // admitted while others were still with the daemon (impossible while one lock was held
+    // from the count to the daemon's answer), and refusals by the cap were counted again
+    // once those had been answered.
+    let log = p.log();
+    let most = log
+        .lines()
+        .filter(|l| l.contains("create admitted"))
+        .filter_map(|l| l.split("creates.pending=").nth(1)?.split(|c: char| !c.is_ascii_digit()).next()?.parse::<u64>().ok())
+        .max();
+    eprintln!("most creates pending at an admission: {most:?}");
+    assert!(most.is_some_and(|n| n >= 1), "no create was admitted while another was pending:\n{log}");
 
     // Freeing one makes room for exactly one more.
     let first = stdout(&d.cli(&["ps", "-aq"])).lines().next().map(str::to_owned).expect("an id");

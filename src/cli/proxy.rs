@@ -183,7 +183,7 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
         audit,
         dry_run: a.dry_run,
         env: Arc::new(env),
-        create_lock: tokio::sync::Mutex::new(()),
+        creates: Default::default(),
         pins: Some(pins.clone()),
         containers,
         hand_back: Some(hand_back),

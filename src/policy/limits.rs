@@ -90,8 +90,12 @@ fn apply_create(req: &Request, facts: &Facts, policy: &Policy, mut p: Permitted)
     Ok(p.rewrite("limits.cgroup_parent", format!("CgroupParent set to `{parent}`")))
 }
 
+/// The rule of the container cap (the proxy recounts before a refusal by it stands,
+/// `proxy::admission`).
+pub const CONTAINERS_RULE: &str = "limits.containers";
+
 fn check_count(count: Option<u64>, max: u64) -> Result<(), Denial> {
-    let rule = "limits.containers";
+    let rule = CONTAINERS_RULE;
     match count {
         None => Err(Denial::new(rule, "the daemon's containers could not be counted")),
         Some(n) if n >= max => {

@@ -139,8 +139,9 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, conn: &Co
             return Err(e);
         }
     };
-    // Hold the create lock from counting to the daemon's answer (the container cap).
-    let _create_guard = if route.endpoint == Endpoint::ContainerCreate { Some(shared.create_lock.lock().await) } else { None };
+    // A create counts under the admission lock, held until it is admitted or refused
+    // (`super::admission`: the container cap without serialising the daemon's creates).
+    let mut count_lock = if route.endpoint == Endpoint::ContainerCreate { Some(shared.creates.lock().await) } else { None };
     let need = policy::body_need(&route.endpoint);
     let mut stream_body = None;
     let mut raw_body = Bytes::new();
@@ -173,7 +174,20 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, conn: &Co
     let preq = policy::Request { method: parts.method.to_string(), route, query, body, has_body: !raw_body.is_empty() };
     let (verdict, made) = match undecodable {
         Some(e) => (Verdict::Deny(Denial::from(e)), Default::default()),
-        None => decide_with_facts(&shared, &preq).await?,
+        None => {
+            let pending = if count_lock.is_some() { shared.creates.pending() } else { 0 };
+            match decide_with_facts(&shared, &preq, pending).await? {
+                // Counted with creates pending, a refusal by the cap may be an overcount: wait
+                // for them (the lock is held, so none is admitted meanwhile) and count again,
+                // exactly.
+                (Verdict::Deny(d), made) if pending > 0 && d.rule == policy::limits::CONTAINERS_RULE => {
+                    super::pins::release(&shared, &made);
+                    shared.creates.settled().await;
+                    decide_with_facts(&shared, &preq, 0).await?
+                }
+                decided => decided,
+            }
+        }
     };
     let route = &preq.route;
     // Pins the decision does not use (all of them on a denial) are released here.
@@ -213,6 +227,8 @@ async fn handle_inner(mut req: Request<Incoming>, shared: Arc<Shared>, conn: &Co
             return Err(d.into());
         }
     };
+    // An admitted create is pending (counted by the next ones) until its answer is handled.
+    let _create_slot = count_lock.take().map(|held| shared.creates.admit(held));
     let fwd_body = match (permitted.as_ref().and_then(|p| p.body()), stream_body) {
         (Some(j), _) => body::full(j.to_bytes()),
         (None, Some(s)) => s.boxed(),
@@ -271,7 +287,9 @@ fn is_detached_exec(e: &Endpoint, body: Option<&Result<json::Json, json::DecodeE
     matches!(e, Endpoint::ExecStart(_)) && o.bool("Detach") == Ok(Some(true))
 }
 
-async fn decide_with_facts(shared: &Shared, req: &policy::Request) -> Result<(Verdict, super::pins::Made), ProxyError> {
+/// Gathers the facts `req` needs and decides; `pending` creates (admitted, not yet answered)
+/// are added to the daemon's container count.
+async fn decide_with_facts(shared: &Shared, req: &policy::Request, pending: u64) -> Result<(Verdict, super::pins::Made), ProxyError> {
     let qs = match policy::needs(req, &shared.policy) {
         Ok(q) => q,
         Err(d) => return Ok((Verdict::Deny(d), Default::default())),
@@ -286,6 +304,9 @@ async fn decide_with_facts(shared: &Shared, req: &policy::Request) -> Result<(Ve
             return Err(ProxyError::Upstream { socket: shared.upstream_path.clone(), reason: e.to_string() });
         }
         round = Some(policy::needs_more(req, &facts).into_iter().filter(|q| !facts.has(q)).collect());
+    }
+    if let Some(n) = facts.container_count.as_mut() {
+        *n += pending;
     }
     let verdict = policy::decide(req, &facts, &shared.policy);
     Ok((verdict, std::mem::take(&mut facts.pins)))

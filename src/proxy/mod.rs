@@ -1,6 +1,7 @@
 //! The transport: accept on the Unix socket, classify, read what the policy needs, decide,
 //! forward a [`crate::policy::Permitted`] request upstream, tunnel after a protocol switch.
 
+pub mod admission;
 pub mod archive;
 pub mod audit;
 pub mod body;

@@ -27,8 +27,9 @@ pub struct Shared {
     pub audit: AuditLog,
     pub dry_run: bool,
     pub env: Arc<Environment>,
-    /// Serialises count-and-create so concurrent creates cannot overshoot the container cap.
-    pub create_lock: tokio::sync::Mutex<()>,
+    /// Admission of creates under the container cap (`admission`): concurrent creates
+    /// cannot overshoot it, and the daemon still makes them in parallel.
+    pub creates: super::admission::Creates,
     /// BuildKit sessions a refused build must end (surface issue; see `sessions`).
     pub sessions: Arc<super::sessions::Sessions>,
     /// Where checked bind sources are pinned; `None` means binds beneath the workspace are

@@ -305,14 +305,25 @@ impl Proxy {
         p
     }
 
+    /// As [`Self::start_in_on`], with extra environment variables for the proxy (`RUST_LOG`).
+    pub fn start_in_on_env(e: &Engine, dir: tempfile::TempDir, workspace: PathBuf, extra: &[&str], env: &[(&str, &str)]) -> Proxy {
+        let mut p = Self::spawn(dir, workspace, &e.socket.display().to_string(), extra, env);
+        p.engine = e.clone();
+        p
+    }
+
     /// Starts the proxy in front of another daemon socket (e.g. a [`PrivateDaemon`]).
     pub fn start_with_upstream(dir: tempfile::TempDir, workspace: PathBuf, upstream: &str, extra: &[&str]) -> Proxy {
+        Self::spawn(dir, workspace, upstream, extra, &[])
+    }
+
+    fn spawn(dir: tempfile::TempDir, workspace: PathBuf, upstream: &str, extra: &[&str], env: &[(&str, &str)]) -> Proxy {
         let root = dir.path().canonicalize().expect("canonical tempdir");
         let socket = root.join("docker.sock");
         let audit = root.join("audit.log");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_dockwarden"));
         cmd.arg("proxy").arg("--listen").arg(&socket).arg("--workspace").arg(&workspace).arg("--upstream").arg(upstream);
-        cmd.arg("--audit-log").arg(&audit).args(extra);
+        cmd.arg("--audit-log").arg(&audit).args(extra).envs(env.iter().copied());
         cmd.stdout(Stdio::null()).stderr(Stdio::from(
             std::fs::File::create(root.join("proxy.log")).expect("log file"),
         ));
