@@ -1,7 +1,8 @@
 //! Limits: the container cap and the shared cgroup budget, applied to every allowed request.
 //!
 //! - Container create is refused once the daemon holds `limits.max_containers` containers (the
-//!   proxy serialises count-and-create, so concurrent creates cannot overshoot).
+//!   proxy adds the creates it admitted and the daemon has not answered to the count, so
+//!   concurrent creates cannot overshoot: `proxy::admission`).
 //! - With the budget on, every container (and every classic-builder RUN container) is placed
 //!   under the proxy's parent cgroup through `CgroupParent`, whose memory and pids limits all
 //!   containers share. A user's own `Memory`/`PidsLimit` stay when they fit the budget; larger
