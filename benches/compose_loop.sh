@@ -37,16 +37,8 @@ trap cleanup EXIT
 	done
 } >"$TMP/compose.yaml"
 
-SOCKS=("$DAEMON") NAMES=(direct)
-for k in $(seq 1 ${#BINS[@]}); do
-	bin=${BINS[$((k - 1))]}
-	mkdir -p "$TMP/ws$k"
-	"$bin" proxy --listen "$TMP/p$k.sock" --upstream "$DAEMON" --workspace "$TMP/ws$k" \
-		--audit-log "$TMP/audit$k.log" >"$TMP/p$k.log" 2>&1 &
-	PIDS+=($!)
-	for _ in $(seq 100); do [ -S "$TMP/p$k.sock" ] && break; sleep 0.05; done
-	SOCKS+=("$TMP/p$k.sock") NAMES+=("$k:$bin")
-done
+. "$ROOT/benches/proxies.sh"
+start_proxies
 
 now() { date +%s.%N; }
 n=${#SOCKS[@]}

@@ -34,15 +34,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-NAMES=(direct) SOCKS=("$DAEMON")
-for k in $(seq 1 ${#BINS[@]}); do
-	mkdir -p "$TMP/ws$k"
-	"${BINS[$((k - 1))]}" proxy --listen "$TMP/p$k.sock" --upstream "$DAEMON" --workspace "$TMP/ws$k" \
-		--audit-log "$TMP/audit$k.log" >"$TMP/p$k.log" 2>&1 &
-	PIDS+=($!)
-	for _ in $(seq 100); do [ -S "$TMP/p$k.sock" ] && break; sleep 0.05; done
-	NAMES+=("$k:${BINS[$((k - 1))]}") SOCKS+=("$TMP/p$k.sock")
-done
+. "$ROOT/benches/proxies.sh"
+start_proxies
 body="{\"Image\":\"$IMAGE\",\"Cmd\":[\"true\"],\"Labels\":{\"dwburst\":\"$$\"}}"
 n=${#SOCKS[@]}
 for r in $(seq "$ROUNDS"); do
