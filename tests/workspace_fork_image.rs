@@ -223,7 +223,7 @@ fn mount_options(dir: &Path) -> String {
     let dir = dir.to_str().unwrap();
     info.lines()
         .filter(|l| l.split(' ').nth(4) == Some(dir))
-        .last()
+        .next_back()
         .and_then(|l| l.split(' ').nth(5))
         .unwrap_or_default()
         .to_string()
