@@ -28,7 +28,7 @@ use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use nix::errno::Errno;
@@ -149,6 +149,9 @@ pub(super) struct Walker<'a> {
     /// New loose blobs are stored compressed (the store cannot clone): files read into
     /// memory are compressed by the worker that read them.
     pub compress_blobs: bool,
+    /// The hashes of the store's loose blobs, listed when first needed (`None`: the
+    /// listing failed, and each hash is looked up on disk).
+    pub loose: OnceLock<Option<HashSet<Digest>>>,
 }
 
 /// A directory still to walk: its path, and its parent's descriptor (none for the root
@@ -578,29 +581,16 @@ impl Walker<'_> {
     }
 
     /// Reads a file once from its start: into memory if small, else hashed while copied to
-    /// a staging file.
+    /// a staging file. A small file is read up to `size` (its size when opened) and no
+    /// further: the caller's `fstat` after the read tells whether it grew or changed.
     fn read_one(&self, src: &mut File, path: &str, size: u64, sh: &Shared) -> WsResult<Read1> {
         if size <= IN_MEMORY {
-            let mut buf = Vec::with_capacity(size as usize);
-            src.read_to_end(&mut buf)
-                .map_err(|e| WsError::io(path, e))?;
-            let hash = *blake3::hash(&buf).as_bytes();
-            if buf.len() as u64 <= IN_MEMORY {
-                return Ok(Read1 {
-                    size: buf.len() as u64,
-                    hash,
-                    data: Some(buf),
-                    tmp: None,
-                });
-            }
-            // Grew past the in-memory limit while read: stage what was read.
-            let tmp = self.tmp_name(sh);
-            std::fs::write(&tmp, &buf).map_err(|e| WsError::io(&tmp, e))?;
+            let buf = read_sized(src, size as usize).map_err(|e| WsError::io(path, e))?;
             return Ok(Read1 {
                 size: buf.len() as u64,
-                hash,
-                data: None,
-                tmp: Some(tmp),
+                hash: *blake3::hash(&buf).as_bytes(),
+                data: Some(buf),
+                tmp: None,
             });
         }
         let tmp = self.tmp_name(sh);
@@ -669,9 +659,23 @@ impl Walker<'_> {
         Ok(())
     }
 
-    /// True if the store has `hash`, packed or loose.
+    /// True if the store has `hash`, packed or loose. The loose blobs are listed once, when
+    /// the first new content is met (a garbage collection cannot remove one meanwhile: it
+    /// waits for captures). A blob another capture publishes after the listing is missed:
+    /// this one stores the same content again, under the same name.
     fn stored(&self, hash: &Digest) -> bool {
-        self.packs.get(hash).is_some() || super::blob::exists(self.blobs, &digest::hex(hash))
+        if self.packs.get(hash).is_some() {
+            return true;
+        }
+        let loose = self.loose.get_or_init(|| {
+            super::blob::hashes(self.blobs)
+                .inspect_err(|e| tracing::warn!(error = %e, "loose blobs not listed"))
+                .ok()
+        });
+        match loose {
+            Some(set) => set.contains(hash),
+            None => super::blob::exists(self.blobs, &digest::hex(hash)),
+        }
     }
 
     /// True if this capture must store `hash` (no blob has it and no worker staged it).
@@ -697,4 +701,20 @@ struct Read1 {
     hash: Digest,
     data: Option<Vec<u8>>,
     tmp: Option<PathBuf>,
+}
+
+/// Reads up to `size` bytes from `src`'s position: fewer only if the file ends first.
+fn read_sized(src: &mut File, size: usize) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; size];
+    let mut n = 0;
+    while n < size {
+        match src.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(n);
+    Ok(buf)
 }

@@ -326,6 +326,7 @@ impl LocalSnapshotStore {
             delay: self.delay,
             progress,
             compress_blobs: self.compress_blobs,
+            loose: std::sync::OnceLock::new(),
         };
         let created_at_ms = now_ms();
         let walked = w.run(&root_fd);
