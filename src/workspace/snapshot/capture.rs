@@ -703,18 +703,11 @@ struct Read1 {
     tmp: Option<PathBuf>,
 }
 
-/// Reads up to `size` bytes from `src`'s position: fewer only if the file ends first.
+/// Reads up to `size` bytes from `src`'s position: fewer only if the file ends first. No
+/// zeroed buffer and no size probe (`read_to_end` on a `File` asks `statx` and `lseek` for
+/// a size hint, and reads once more to see the end).
 fn read_sized(src: &mut File, size: usize) -> std::io::Result<Vec<u8>> {
-    let mut buf = vec![0u8; size];
-    let mut n = 0;
-    while n < size {
-        match src.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    buf.truncate(n);
+    let mut buf = Vec::with_capacity(size);
+    src.take(size as u64).read_to_end(&mut buf)?;
     Ok(buf)
 }
