@@ -16,9 +16,10 @@ use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-/// zstd level of compressed blobs: zstd's default, as for packed objects (and restic's
-/// default), about 300-500 MB/s a core to compress here.
-const LEVEL: i32 = 3;
+/// zstd level of compressed blobs: 2. On the bench's large files (minified bundles and
+/// binaries, 728 MiB at T2) it stores 0.7% less than level 3 (zstd's and restic's default)
+/// and, compressed in one call, costs about 60% of level 3's CPU (benches/README.md).
+const LEVEL: i32 = 2;
 
 /// A compressed blob is kept only if it saves at least 1/32 of the raw size; incompressible
 /// content (images, archives, already compressed files) stays raw and restores without a
@@ -110,31 +111,46 @@ pub(super) fn compress_staged(tmp: &Path, raw_len: u64) -> io::Result<Kind> {
     }
 }
 
-/// Stages `data` (a file read into memory by a capture) as `<tmp>.zst`, compressed as it
-/// is written, or as a raw `tmp` if compression saves too little; returns the kind staged.
-/// Capture workers call it, so compression overlaps the other workers' reads, and no raw
-/// copy is written and read back.
+/// Stages `data` (a file read into memory by a capture) as `<tmp>.zst`, or as a raw `tmp`
+/// if compression saves too little; returns the kind staged. Capture workers call it, so
+/// compression overlaps the other workers' reads, and no raw copy is written and read
+/// back. The content is compressed in one call: zstd's streaming API would take it in
+/// windows through its slower external-dictionary path.
 pub(super) fn stage_compressed(data: &[u8], tmp: &Path) -> io::Result<Kind> {
-    let out_path = zst_path(tmp);
-    let written = (|| {
-        let mut out = BufWriter::with_capacity(1 << 20, File::create(&out_path)?);
-        zstd::stream::copy_encode(data, &mut out, LEVEL)?;
-        let f = out.into_inner().map_err(io::IntoInnerError::into_error)?;
-        Ok::<_, io::Error>(f.metadata()?.len())
-    })();
+    let frame = zstd::bulk::compress(data, LEVEL)?;
     let raw_len = data.len() as u64;
-    match written {
-        Ok(clen) if clen + raw_len / MIN_SAVING_DIVISOR <= raw_len => Ok(Kind::Zstd),
-        Ok(_) => {
-            fs::remove_file(&out_path)?;
-            fs::write(tmp, data)?;
-            Ok(Kind::Raw)
+    if frame.len() as u64 + raw_len / MIN_SAVING_DIVISOR > raw_len {
+        fs::write(tmp, data)?;
+        return Ok(Kind::Raw);
+    }
+    let out_path = zst_path(tmp);
+    if let Err(e) = fs::write(&out_path, &frame) {
+        let _ = fs::remove_file(&out_path);
+        return Err(e);
+    }
+    Ok(Kind::Zstd)
+}
+
+/// The content hashes of every loose blob (either kind) under `blobs`: one listing of its
+/// shards, instead of two `stat`s of a blob path for each new file a capture meets.
+pub(super) fn hashes(blobs: &Path) -> io::Result<std::collections::HashSet<[u8; 32]>> {
+    let mut out = std::collections::HashSet::new();
+    for shard in fs::read_dir(blobs)? {
+        let shard = shard?;
+        if !shard.file_type()?.is_dir() {
+            continue;
         }
-        Err(e) => {
-            let _ = fs::remove_file(&out_path);
-            Err(e)
+        for blob in fs::read_dir(shard.path())? {
+            let name = blob?.file_name();
+            if let Some(h) = name
+                .to_str()
+                .and_then(|n| super::digest::parse(hash_of_name(n)))
+            {
+                out.insert(h);
+            }
         }
     }
+    Ok(out)
 }
 
 /// Where [`compress_staged`] puts the compressed form of a staged file.

@@ -22,24 +22,26 @@
 //! coarse ticks, so a file changed less than a second ago must also read the same twice.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::CString;
+use std::ffi::CStr;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, OpenHow, ResolveFlag, openat, openat2, readlinkat};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat};
+use rustix::fs::FileType;
 
 use std::sync::Arc;
 
 use super::blob::Kind;
 use super::digest::{self, Digest};
 use super::index::{Cursor, Index, RACY_MARGIN_NS, Stat};
+use super::listing::Listing;
 use super::pack::{self, Object, PACK_MAX, PackIndex, PackWriter};
 use super::manifest::{Entry, EntryKind};
 use super::{Progress, ProgressFn};
@@ -147,6 +149,9 @@ pub(super) struct Walker<'a> {
     /// New loose blobs are stored compressed (the store cannot clone): files read into
     /// memory are compressed by the worker that read them.
     pub compress_blobs: bool,
+    /// The hashes of the store's loose blobs, listed when first needed (`None`: the
+    /// listing failed, and each hash is looked up on disk).
+    pub loose: OnceLock<Option<HashSet<Digest>>>,
 }
 
 /// A directory still to walk: its path, and its parent's descriptor (none for the root
@@ -249,14 +254,30 @@ impl Walker<'_> {
 
     fn worker(&self, root: &OwnedFd, sh: &Shared) -> Walked {
         let mut out = Walked::default();
+        let mut listing = Listing::default();
+        // Subdirectories the last directory found, and whether this worker walked one.
+        let mut found: Vec<Pending> = Vec::new();
+        let mut walked = false;
         loop {
             let dir = {
                 let Ok(mut q) = sh.queue.lock() else {
                     sh.failed.store(true, Ordering::Relaxed);
+                    sh.wake.notify_all();
                     return out;
                 };
+                // One lock a directory: hand in what it found, take the next.
+                let more = found.len();
+                q.0.append(&mut found);
+                if walked {
+                    q.1 -= 1;
+                }
+                // This worker takes one of them: wake the others only for the rest.
+                if more > 1 {
+                    sh.wake.notify_all();
+                }
                 loop {
                     if sh.failed.load(Ordering::Relaxed) {
+                        sh.wake.notify_all();
                         return out;
                     }
                     if let Some(d) = q.0.pop() {
@@ -264,6 +285,8 @@ impl Walker<'_> {
                         break d;
                     }
                     if q.1 == 0 {
+                        // Nothing queued and nothing being walked: the walk is done.
+                        sh.wake.notify_all();
                         return out;
                     }
                     q = match sh.wake.wait(q) {
@@ -272,25 +295,25 @@ impl Walker<'_> {
                     };
                 }
             };
-            let result = self.walk_dir(root, dir, sh, &mut out);
-            if let Err(e) = result {
+            walked = true;
+            if let Err(e) = self.walk_dir(root, dir, &mut listing, &mut found, sh, &mut out) {
                 sh.failed.store(true, Ordering::Relaxed);
                 if let Ok(mut slot) = sh.error.lock() {
                     slot.get_or_insert(e);
                 }
             }
-            if let Ok(mut q) = sh.queue.lock() {
-                q.1 -= 1;
-            }
-            sh.wake.notify_all();
         }
     }
 
     /// Lists one directory (`rel` is "" for the root or ends without a slash).
+    /// Its subdirectories go to `subdirs`, and its own entry (from `fstat` of the opened
+    /// directory: its parent's listing told its type) to `out`.
     fn walk_dir(
         &self,
         root: &OwnedFd,
         dir: Pending,
+        listing: &mut Listing,
+        subdirs: &mut Vec<Pending>,
         sh: &Shared,
         out: &mut Walked,
     ) -> WsResult<()> {
@@ -322,15 +345,27 @@ impl Walker<'_> {
             }
             Err(e) => return Err(WsError::errno(rel, e)),
         };
+        if !rel.is_empty() {
+            let st = fstat(&dirfd).map_err(|e| WsError::errno(rel, e))?;
+            out.found.push((
+                Entry {
+                    path: rel.to_string(),
+                    kind: EntryKind::Dir {
+                        mode: st.st_mode & 0o7777,
+                        mtime_ns: stat_of(&st).mtime_ns,
+                    },
+                },
+                None,
+            ));
+        }
         let prefix = if rel.is_empty() {
             String::new()
         } else {
             format!("{rel}/")
         };
-        let mut subdirs = Vec::new();
         let mut cursor = self.index.map(Index::cursor);
-        let names = match list(&dirfd) {
-            Ok(names) => names,
+        match listing.read(&dirfd) {
+            Ok(()) => {}
             // A directory removed while open lists as ENOENT.
             Err(e) if !rel.is_empty() && e.kind() == std::io::ErrorKind::NotFound => {
                 out.vanished += 1;
@@ -338,8 +373,11 @@ impl Walker<'_> {
                 return Ok(());
             }
             Err(e) => return Err(WsError::io(rel, e)),
-        };
-        for name in names {
+        }
+        // Shallow directories lend their descriptor to their subdirectories' opens.
+        let dirfd = Arc::new(dirfd);
+        let lend = rel.matches('/').count() < PARENT_FD_DEPTH;
+        for (name, ty) in listing.iter() {
             let Ok(text) = name.to_str() else {
                 out.skipped.push(format!(
                     "{prefix}{} (name is not utf-8)",
@@ -347,8 +385,18 @@ impl Walker<'_> {
                 ));
                 continue;
             };
-            let path = format!("{prefix}{text}");
-            let st = match fstatat(&dirfd, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+            let mut path = String::with_capacity(prefix.len() + text.len());
+            path.push_str(&prefix);
+            path.push_str(text);
+            if ty == FileType::Directory {
+                // Its entry is made when it is opened (its stat comes from that descriptor).
+                subdirs.push(Pending {
+                    rel: path,
+                    parent: lend.then(|| Arc::clone(&dirfd)),
+                });
+                continue;
+            }
+            let st = match fstatat(&*dirfd, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
                 Ok(st) => st,
                 Err(e) if vanished(e) => {
                     out.vanished += 1;
@@ -356,22 +404,18 @@ impl Walker<'_> {
                 }
                 Err(e) => return Err(WsError::errno(&path, e)),
             };
-            let mode = st.st_mode & 0o7777;
             let mtime_ns = stat_of(&st).mtime_ns;
             let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
             if kind == SFlag::S_IFDIR {
-                out.found.push((
-                    Entry {
-                        path: path.clone(),
-                        kind: EntryKind::Dir { mode, mtime_ns },
-                    },
-                    None,
-                ));
-                subdirs.push(path);
+                // No type in the listing (`DT_UNKNOWN`), or it became a directory since.
+                subdirs.push(Pending {
+                    rel: path,
+                    parent: lend.then(|| Arc::clone(&dirfd)),
+                });
             } else if kind == SFlag::S_IFREG {
-                self.file(&dirfd, &name, path, stat_of(&st), &mut cursor, sh, out)?;
+                self.file(&dirfd, name, path, stat_of(&st), &mut cursor, sh, out)?;
             } else if kind == SFlag::S_IFLNK {
-                let target = match readlinkat(&dirfd, name.as_c_str()) {
+                let target = match readlinkat(&*dirfd, name) {
                     Ok(t) => t,
                     // Gone, or replaced by something that is not a symlink.
                     Err(e) if vanished(e) || e == Errno::EINVAL => {
@@ -395,17 +439,6 @@ impl Walker<'_> {
             } else {
                 out.skipped.push(format!("{path} (special file)"));
             }
-        }
-        if !subdirs.is_empty() {
-            // Shallow directories lend their descriptor to their subdirectories' opens.
-            let parent = (rel.matches('/').count() < PARENT_FD_DEPTH).then(|| Arc::new(dirfd));
-            if let Ok(mut q) = sh.queue.lock() {
-                q.0.extend(subdirs.into_iter().map(|rel| Pending {
-                    rel,
-                    parent: parent.clone(),
-                }));
-            }
-            sh.wake.notify_all();
         }
         Ok(())
     }
@@ -436,7 +469,7 @@ impl Walker<'_> {
     fn file(
         &self,
         dirfd: &OwnedFd,
-        name: &CString,
+        name: &CStr,
         path: String,
         st: Stat,
         cursor: &mut Option<Cursor<'_>>,
@@ -485,14 +518,14 @@ impl Walker<'_> {
     fn hash_file(
         &self,
         dirfd: &OwnedFd,
-        name: &CString,
+        name: &CStr,
         path: &str,
         sh: &Shared,
         out: &mut Walked,
     ) -> WsResult<Option<(Digest, Stat, bool)>> {
         // O_NONBLOCK: a FIFO swapped in after the stat must not hang the capture.
         let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
-        let fd = match openat(dirfd, name.as_c_str(), flags, Mode::empty()) {
+        let fd = match openat(dirfd, name, flags, Mode::empty()) {
             Ok(fd) => fd,
             Err(e) if vanished(e) || became_symlink(e) => {
                 out.vanished += 1;
@@ -548,29 +581,16 @@ impl Walker<'_> {
     }
 
     /// Reads a file once from its start: into memory if small, else hashed while copied to
-    /// a staging file.
+    /// a staging file. A small file is read up to `size` (its size when opened) and no
+    /// further: the caller's `fstat` after the read tells whether it grew or changed.
     fn read_one(&self, src: &mut File, path: &str, size: u64, sh: &Shared) -> WsResult<Read1> {
         if size <= IN_MEMORY {
-            let mut buf = Vec::with_capacity(size as usize);
-            src.read_to_end(&mut buf)
-                .map_err(|e| WsError::io(path, e))?;
-            let hash = *blake3::hash(&buf).as_bytes();
-            if buf.len() as u64 <= IN_MEMORY {
-                return Ok(Read1 {
-                    size: buf.len() as u64,
-                    hash,
-                    data: Some(buf),
-                    tmp: None,
-                });
-            }
-            // Grew past the in-memory limit while read: stage what was read.
-            let tmp = self.tmp_name(sh);
-            std::fs::write(&tmp, &buf).map_err(|e| WsError::io(&tmp, e))?;
+            let buf = read_sized(src, size as usize).map_err(|e| WsError::io(path, e))?;
             return Ok(Read1 {
                 size: buf.len() as u64,
-                hash,
-                data: None,
-                tmp: Some(tmp),
+                hash: *blake3::hash(&buf).as_bytes(),
+                data: Some(buf),
+                tmp: None,
             });
         }
         let tmp = self.tmp_name(sh);
@@ -639,9 +659,23 @@ impl Walker<'_> {
         Ok(())
     }
 
-    /// True if the store has `hash`, packed or loose.
+    /// True if the store has `hash`, packed or loose. The loose blobs are listed once, when
+    /// the first new content is met (a garbage collection cannot remove one meanwhile: it
+    /// waits for captures). A blob another capture publishes after the listing is missed:
+    /// this one stores the same content again, under the same name.
     fn stored(&self, hash: &Digest) -> bool {
-        self.packs.get(hash).is_some() || super::blob::exists(self.blobs, &digest::hex(hash))
+        if self.packs.get(hash).is_some() {
+            return true;
+        }
+        let loose = self.loose.get_or_init(|| {
+            super::blob::hashes(self.blobs)
+                .inspect_err(|e| tracing::warn!(error = %e, "loose blobs not listed"))
+                .ok()
+        });
+        match loose {
+            Some(set) => set.contains(hash),
+            None => super::blob::exists(self.blobs, &digest::hex(hash)),
+        }
     }
 
     /// True if this capture must store `hash` (no blob has it and no worker staged it).
@@ -669,18 +703,11 @@ struct Read1 {
     tmp: Option<PathBuf>,
 }
 
-/// Sorted entry names of the directory open at `fd`, with the I/O error kept as is (a
-/// directory removed while open lists as `NotFound`). Reads a duplicate of `fd` (no path
-/// lookup, unlike listing `/proc/self/fd/N`).
-fn list(fd: &OwnedFd) -> std::io::Result<Vec<CString>> {
-    let mut out = Vec::new();
-    for ent in rustix::fs::Dir::new(fd.try_clone()?)? {
-        let ent = ent?;
-        let name = ent.file_name();
-        if name != c"." && name != c".." {
-            out.push(name.to_owned());
-        }
-    }
-    out.sort();
-    Ok(out)
+/// Reads up to `size` bytes from `src`'s position: fewer only if the file ends first. No
+/// zeroed buffer and no size probe (`read_to_end` on a `File` asks `statx` and `lseek` for
+/// a size hint, and reads once more to see the end).
+fn read_sized(src: &mut File, size: usize) -> std::io::Result<Vec<u8>> {
+    let mut buf = Vec::with_capacity(size);
+    src.take(size as u64).read_to_end(&mut buf)?;
+    Ok(buf)
 }

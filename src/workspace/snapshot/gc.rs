@@ -28,7 +28,9 @@ pub(super) fn sweep_packs(packs_dir: &Path, tmp: &Path, live: &HashSet<Digest>) 
             continue;
         };
         let total: u64 = objects.iter().map(|o| u64::from(o.clen)).sum();
-        let keep: Vec<_> = objects.iter().filter(|o| live.contains(&o.hash)).collect();
+        let mut keep: Vec<_> = objects.iter().filter(|o| live.contains(&o.hash)).collect();
+        // A pack lists its objects by hash: copy them in the order they are in the file.
+        keep.sort_by_key(|o| o.offset);
         let kept: u64 = keep.iter().map(|o| u64::from(o.clen)).sum();
         if keep.len() == objects.len() || (kept * 2 >= total && !keep.is_empty()) {
             continue;

@@ -220,10 +220,7 @@ impl LocalSnapshotStore {
         })?;
         let mut placed = Vec::with_capacity(packs.len());
         for (i, (tmp, objects)) in packs.into_iter().enumerate() {
-            let name = format!("{id}-{i}.pack");
-            let dest = self.packs_dir.join(&name);
-            fs::rename(&tmp, &dest).map_err(|e| WsError::io(&dest, e))?;
-            placed.push((name, objects));
+            placed.push((place_pack(&tmp, &self.packs_dir, &format!("{id}-{i}"))?, objects));
         }
         syncfs(&self.blobs)?;
         let mut index = self.packs_mut()?;
@@ -326,6 +323,7 @@ impl LocalSnapshotStore {
             delay: self.delay,
             progress,
             compress_blobs: self.compress_blobs,
+            loose: std::sync::OnceLock::new(),
         };
         let created_at_ms = now_ms();
         let walked = w.run(&root_fd);
@@ -520,6 +518,31 @@ impl SnapshotStore for LocalSnapshotStore {
         *self.packs_mut()? = PackIndex::load(&self.packs_dir)?;
         Ok(removed + repacked)
     }
+}
+
+/// Renames a staged pack into `packs/` as `<stem>.pack`, or `<stem>.<n>.pack` if that name
+/// is taken (a capture that reuses a snapshot id: the bench's driver can; the service's ids
+/// are random). A pack in place is never replaced: other snapshots may use its objects.
+fn place_pack(tmp: &Path, dir: &Path, stem: &str) -> WsResult<String> {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    for n in 0..1000u32 {
+        let name = match n {
+            0 => format!("{stem}.pack"),
+            n => format!("{stem}.{n}.pack"),
+        };
+        let dest = dir.join(&name);
+        match renameat_with(CWD, tmp, CWD, &dest, RenameFlags::NOREPLACE) {
+            Ok(()) => return Ok(name),
+            Err(rustix::io::Errno::EXIST) => {}
+            // A filesystem without RENAME_NOREPLACE: look first (ids are unique in practice).
+            Err(rustix::io::Errno::INVAL) if !dest.exists() => {
+                fs::rename(tmp, &dest).map_err(|e| WsError::io(&dest, e))?;
+                return Ok(name);
+            }
+            Err(e) => return Err(WsError::io(&dest, e.into())),
+        }
+    }
+    Err(WsError::Internal(format!("no free pack name for `{stem}`")))
 }
 
 fn sweep_blobs(blobs: &Path, live: &HashSet<Digest>) -> WsResult<u64> {

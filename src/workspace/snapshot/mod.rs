@@ -8,6 +8,7 @@ mod digest;
 mod gc;
 mod image;
 mod index;
+mod listing;
 mod local;
 mod manifest;
 mod pack;

@@ -139,3 +139,25 @@ fn garbage_collection_drops_dead_packs_and_rewrites_mostly_dead_ones() {
     assert_eq!(count(&root.join("packs"), "pack"), 0);
     assert_eq!(count(&root.join("tmp"), ""), 0);
 }
+
+#[test]
+fn a_capture_reusing_an_id_keeps_the_packs_other_snapshots_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    small_tree(&src, 300, "a");
+    let root = dir.path().join("store");
+    let store = LocalSnapshotStore::open(&root).unwrap();
+    store.capture("x", &src, None, &|_| {}).unwrap();
+    // `y` stores nothing of its own: every object is in `x`'s packs.
+    let y = store.capture("y", &src, None, &|_| {}).unwrap();
+    // Other content under the same id `x`: its new packs must not replace the first ones.
+    std::fs::remove_dir_all(&src).unwrap();
+    small_tree(&src, 300, "b");
+    store.capture("x", &src, None, &|_| {}).unwrap();
+    let store = LocalSnapshotStore::open(&root).unwrap();
+    let m = store.load("y", &y.manifest_sha256).unwrap();
+    let dest = dir.path().join("dest");
+    store.restore(&m, &dest, None, &|_| {}).unwrap();
+    let first = std::fs::read_to_string(dest.join("lib/m7.js")).unwrap();
+    assert!(first.contains("export const a7 "), "{first}");
+}

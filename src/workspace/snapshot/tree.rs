@@ -96,29 +96,42 @@ fn split(path: &str) -> (&str, &str) {
 
 /// Builds the trees of `entries` (any order; every parent directory listed). Pure.
 pub(super) fn build(entries: &[Entry]) -> Result<Built, BuildError> {
-    // Each directory's children as (name, index of the entry), split once.
-    let mut children: HashMap<&str, Vec<(&str, usize)>> = HashMap::new();
-    children.insert("", Vec::new());
+    // Each directory gets a slot (the root is slot 0); its children are (name, index of
+    // the entry), split once.
+    let mut slot_of: HashMap<&str, usize> = HashMap::new();
+    let mut dirs: Vec<&str> = vec![""];
+    slot_of.insert("", 0);
     for e in entries {
         if matches!(e.kind, EntryKind::Dir { .. }) {
-            children.entry(e.path.as_str()).or_default();
+            slot_of.entry(e.path.as_str()).or_insert_with(|| {
+                dirs.push(e.path.as_str());
+                dirs.len() - 1
+            });
         }
     }
+    let mut children: Vec<Vec<(&str, usize)>> = vec![Vec::new(); dirs.len()];
+    // A capture lists a directory's entries together: the parent is usually the last one.
+    let mut last: Option<(&str, usize)> = None;
     for (i, e) in entries.iter().enumerate() {
         let (parent, name) = split(&e.path);
-        children
-            .get_mut(parent)
-            .ok_or_else(|| BuildError::Orphan(e.path.clone()))?
-            .push((name, i));
+        let slot = match last {
+            Some((p, slot)) if p == parent => slot,
+            _ => *slot_of
+                .get(parent)
+                .ok_or_else(|| BuildError::Orphan(e.path.clone()))?,
+        };
+        last = Some((parent, slot));
+        children[slot].push((name, i));
     }
-    // Deepest first: a directory's subtrees are hashed before it is encoded.
-    let mut dirs: Vec<&str> = children.keys().copied().collect();
-    dirs.sort_unstable_by_key(|d| std::cmp::Reverse(depth(d)));
-    let mut hashes: HashMap<&str, Digest> = HashMap::with_capacity(dirs.len());
+    // Deepest first: a directory's subtrees are hashed before it is encoded. Each depth
+    // counted once (a key function would count it at every comparison).
+    let mut order: Vec<(usize, usize)> = dirs.iter().map(|d| depth(d)).zip(0..).collect();
+    order.sort_unstable_by_key(|&(depth, _)| std::cmp::Reverse(depth));
+    let mut hashes: Vec<Digest> = vec![Digest::default(); dirs.len()];
     let mut seen = std::collections::HashSet::with_capacity(dirs.len());
     let mut out = Built::default();
-    for dir in dirs {
-        let mut kids = children.remove(dir).unwrap_or_default();
+    for (_, slot) in order {
+        let mut kids = std::mem::take(&mut children[slot]);
         // A walk lists each directory in name order: usually nothing to sort.
         if !kids.is_sorted_by(|a, b| a.0 < b.0) {
             kids.sort_unstable_by(|a, b| a.0.cmp(b.0));
@@ -139,7 +152,10 @@ pub(super) fn build(entries: &[Entry]) -> Result<Built, BuildError> {
                     w.u8(TAG_DIR);
                     w.varint(u64::from(*mode));
                     w.i64(*mtime_ns);
-                    let sub = hashes.get(e.path.as_str()).copied().unwrap_or_default();
+                    let sub = slot_of
+                        .get(e.path.as_str())
+                        .map(|&s| hashes[s])
+                        .unwrap_or_default();
                     w.raw(&sub);
                 }
                 leaf => super::manifest::write_leaf(&mut w, leaf, TAG_FILE, TAG_SYMLINK),
@@ -147,7 +163,7 @@ pub(super) fn build(entries: &[Entry]) -> Result<Built, BuildError> {
         }
         out.buf = w.buf;
         let hash = *blake3::hash(&out.buf[start..]).as_bytes();
-        hashes.insert(dir, hash);
+        hashes[slot] = hash;
         if seen.insert(hash) {
             out.objects.push((hash, start..out.buf.len()));
         } else {
@@ -155,7 +171,7 @@ pub(super) fn build(entries: &[Entry]) -> Result<Built, BuildError> {
             out.buf.truncate(start);
         }
     }
-    out.root = hashes.get("").copied().unwrap_or_default();
+    out.root = hashes[0];
     Ok(out)
 }
 
