@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # A focused upload measure (issue 14): `PUT /containers/{id}/archive` of a tar of random bytes,
 # sent by curl, straight to the daemon and through one or more proxies, alternated round by
-# round (the order rotates), chunked (as the docker CLI sends it) or with Content-Length.
+# round (the order rotates), chunked (as the docker CLI sends it) or with Content-Length, or
+# `docker cp` itself (CLI=1: the CLI's own tar stream, sent in 32 KiB chunks).
 #
 #   benches/upload_loop.sh [DW_BIN ...]    # default: this tree's target/release/dockwarden
 #
 # Env: DW_DAEMON (/var/run/docker.sock), DW_IMAGE (dockwarden-test:latest), MIB (256),
-# ROUNDS (5), CHUNKED (1: `Transfer-Encoding: chunked`; 0: Content-Length), BARE=1 to add
-# examples/bare_forwarder. Prints one line per sample and the median and range per target.
+# ROUNDS (5), CHUNKED (1: `Transfer-Encoding: chunked`; 0: Content-Length), CLI (0; 1: `docker
+# cp` of the file instead of curl), BARE=1 to add examples/bare_forwarder. Prints one line per sample and the median and range per target.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -60,7 +61,7 @@ for k in "${!NAMES[@]}"; do
 done
 head -c $((MIB << 20)) /dev/urandom >"$TMP/blob"
 tar -C "$TMP" -cf "$TMP/up.tar" blob
-rm "$TMP/blob"
+[ "${CLI:-0}" = 1 ] || rm "$TMP/blob"
 hdr=()
 [ "$CHUNKED" = 1 ] && hdr=(-H "Transfer-Encoding: chunked")
 
@@ -68,9 +69,15 @@ n=${#NAMES[@]}
 for r in $(seq "$ROUNDS"); do
     for k in $(seq 0 $((n - 1))); do
         j=$(((k + r) % n))
-        t=$(curl -sS -o /dev/null -w '%{time_total} %{http_code}' --unix-socket "${SOCKS[$j]}" -X PUT \
-            "${hdr[@]}" -H 'Content-Type: application/x-tar' --data-binary "@$TMP/up.tar" \
-            "http://docker/v1.41/containers/${CTRS[$j]}/archive?path=/tmp")
+        if [ "${CLI:-0}" = 1 ]; then
+            t0=$(date +%s.%N)
+            docker -H "unix://${SOCKS[$j]}" cp "$TMP/blob" "${CTRS[$j]}:/tmp/blob" >/dev/null
+            t="$(python3 -c "print($(date +%s.%N) - $t0)") 200"
+        else
+            t=$(curl -sS -o /dev/null -w '%{time_total} %{http_code}' --unix-socket "${SOCKS[$j]}" -X PUT \
+                "${hdr[@]}" -H 'Content-Type: application/x-tar' --data-binary "@$TMP/up.tar" \
+                "http://docker/v1.41/containers/${CTRS[$j]}/archive?path=/tmp")
+        fi
         set -- $t
         [ "$2" = 200 ] || { echo "${NAMES[$j]}: HTTP $2" >&2; exit 1; }
         echo "sample ${NAMES[$j]} $(python3 -c "print(f'{$MIB / $1:.1f}')") MiB/s"
