@@ -222,8 +222,7 @@ fn mount_options(dir: &Path) -> String {
     let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let dir = dir.to_str().unwrap();
     info.lines()
-        .filter(|l| l.split(' ').nth(4) == Some(dir))
-        .next_back()
+        .rfind(|l| l.split(' ').nth(4) == Some(dir))
         .and_then(|l| l.split(' ').nth(5))
         .unwrap_or_default()
         .to_string()

@@ -61,7 +61,7 @@ impl Shape {
             } => {
                 let rest = path.strip_prefix(prefix)?;
                 let mid = rest.strip_suffix(suffix)?;
-                (mid.len() >= *min).then(|| Captures { n: 1, v: [mid, ""] })
+                (mid.len() >= *min).then_some(Captures { n: 1, v: [mid, ""] })
             }
             Shape::Regex(re) => {
                 let caps = re.captures(path)?;

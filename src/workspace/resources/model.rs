@@ -31,7 +31,7 @@ impl Axis {
     pub fn show(self, v: u64) -> String {
         match self {
             Axis::Cpu => format!("{} CPU", v as f64 / 1000.0),
-            Axis::Memory | Axis::Disk if v % (1 << 20) == 0 => format!("{} MiB", v >> 20),
+            Axis::Memory | Axis::Disk if v.is_multiple_of(1 << 20) => format!("{} MiB", v >> 20),
             Axis::Memory | Axis::Disk => format!("{v} bytes"),
             Axis::Pids => format!("{v} pids"),
         }

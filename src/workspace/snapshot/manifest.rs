@@ -194,6 +194,31 @@ pub fn safe_rel_path(path: &str) -> bool {
             .all(|c| !c.is_empty() && c != "." && c != "..")
 }
 
+/// Writes a file's or a symlink's tag and fields, the same in manifests and in trees (each
+/// with its own tags). Directories are the caller's: the two formats differ there.
+pub(super) fn write_leaf(w: &mut Writer, kind: &EntryKind, file_tag: u8, symlink_tag: u8) {
+    match kind {
+        EntryKind::Dir { .. } => {}
+        EntryKind::File {
+            mode,
+            size,
+            hash,
+            mtime_ns,
+        } => {
+            w.u8(file_tag);
+            w.varint(u64::from(*mode));
+            w.varint(*size);
+            w.i64(*mtime_ns);
+            w.raw(hash);
+        }
+        EntryKind::Symlink { target, mtime_ns } => {
+            w.u8(symlink_tag);
+            w.bytes(target.as_bytes());
+            w.i64(*mtime_ns);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,30 +328,5 @@ mod tests {
     fn hex_is_lowercase_and_two_digits_a_byte() {
         assert_eq!(hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
         assert_eq!(hex(&[]), "");
-    }
-}
-
-/// Writes a file's or a symlink's tag and fields, the same in manifests and in trees (each
-/// with its own tags). Directories are the caller's: the two formats differ there.
-pub(super) fn write_leaf(w: &mut Writer, kind: &EntryKind, file_tag: u8, symlink_tag: u8) {
-    match kind {
-        EntryKind::Dir { .. } => {}
-        EntryKind::File {
-            mode,
-            size,
-            hash,
-            mtime_ns,
-        } => {
-            w.u8(file_tag);
-            w.varint(u64::from(*mode));
-            w.varint(*size);
-            w.i64(*mtime_ns);
-            w.raw(hash);
-        }
-        EntryKind::Symlink { target, mtime_ns } => {
-            w.u8(symlink_tag);
-            w.bytes(target.as_bytes());
-            w.i64(*mtime_ns);
-        }
     }
 }

@@ -65,11 +65,11 @@ fn files_and_directories_vanishing_during_a_capture_are_left_out_and_counted() {
     }
     // Files read before they vanished are recorded whole.
     for e in &m.entries {
-        if let Some(rest) = e.path.strip_prefix("build/") {
-            if let Some(i) = rest.strip_suffix(".txt").filter(|r| !r.contains('/')) {
-                let body = std::fs::read_to_string(dest.join(&e.path)).unwrap();
-                assert_eq!(body, format!("temp {}\n", i.parse::<usize>().unwrap()));
-            }
+        if let Some(rest) = e.path.strip_prefix("build/")
+            && let Some(i) = rest.strip_suffix(".txt").filter(|r| !r.contains('/'))
+        {
+            let body = std::fs::read_to_string(dest.join(&e.path)).unwrap();
+            assert_eq!(body, format!("temp {}\n", i.parse::<usize>().unwrap()));
         }
     }
     assert!(tmp_entries(&dir.path().join("store")).is_empty());
