@@ -8,7 +8,8 @@
 #
 # Env: DW_DAEMON (/var/run/docker.sock), DW_IMAGE (dockwarden-test:latest), MIB (256),
 # ROUNDS (5), CHUNKED (1: `Transfer-Encoding: chunked`; 0: Content-Length), CLI (0; 1: `docker
-# cp` of the file instead of curl), BARE=1 to add examples/bare_forwarder. Prints one line per sample and the median and range per target.
+# cp` of the file instead of curl), BARE=1 to add examples/bare_forwarder. Prints one line per
+# sample and the median and range per target.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
