@@ -113,6 +113,11 @@ impl PinStore {
         &self.dir
     }
 
+    /// Pins held now (claimed and pending): what the cap `limits.max_pins` counts.
+    pub fn held(&self) -> u64 {
+        self.entries.lock().map(|m| m.len() as u64).unwrap_or(u64::MAX)
+    }
+
     /// Resolves `path` beneath the workspace and, when it is inside, pins exactly the object
     /// that was checked. The pin is pending until [`claim`](Self::claim)ed or released.
     /// `Inside` with no pin means pinning failed; the policy refuses such a bind.

@@ -51,6 +51,14 @@ pub struct Limits {
     pub max_containers: u64,
     /// Share of the machine's memory and process capacity for all containers together.
     pub share: f64,
+    /// Most bind pins (host mounts) the proxy holds at once for its workspace, and so the
+    /// most distinct bind sources one create may name (`container.bind.pin_limit`).
+    #[serde(default = "default_max_pins")]
+    pub max_pins: u64,
+}
+
+fn default_max_pins() -> u64 {
+    512
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -129,6 +137,9 @@ impl Policy {
         }
         if self.limits.max_containers == 0 {
             return bad("`limits.max_containers` must be at least 1");
+        }
+        if !(1..=65_536).contains(&self.limits.max_pins) {
+            return bad("`limits.max_pins` must be between 1 and 65536");
         }
         let loopback = self.ports.bind_address.parse::<std::net::IpAddr>().map(|ip| ip.is_loopback());
         if loopback != Ok(true) {

@@ -31,7 +31,9 @@ pub fn needs(req: &Request, policy: &Policy) -> Result<Vec<FactQuery>, Denial> {
             let req = &*eff.req;
             let mut qs = container::needs_create(req, policy)?;
             qs.extend(network::needs_endpoints(req)?);
-            qs.extend(pins::needs(req));
+            let binds = pins::needs(req);
+            pins::check_count(binds.len(), policy)?;
+            qs.extend(binds);
             qs.sort();
             qs.dedup();
             Ok(qs)
@@ -170,5 +172,5 @@ pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted
     .and_then(|p| limits::apply(req, facts, policy, p))
     // INVARIANT: the pin rewrite is the last change to a create body, so no later rewrite can
     // put an unpinned workspace path back.
-    .and_then(|p| if req.route.endpoint == E::ContainerCreate { pins::apply(req, facts, p) } else { Ok(p) })
+    .and_then(|p| if req.route.endpoint == E::ContainerCreate { pins::apply(req, facts, policy, p) } else { Ok(p) })
 }

@@ -133,6 +133,8 @@ pub struct Facts {
     pub volumes: BTreeMap<String, Option<VolumeFact>>,
     pub images: BTreeMap<String, Option<ImageFact>>,
     pub container_count: Option<u64>,
+    /// Pins the proxy held before this request's were made; `None` without a pin store.
+    pub pins_in_use: Option<u64>,
     /// The host's IPv4 routes; `None` when not gathered.
     pub host_routes: Option<Vec<HostRoute>>,
     /// The daemon's `Swarm.LocalNodeState` (`inactive`, `active`, ...); `None` when not gathered.

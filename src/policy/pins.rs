@@ -20,6 +20,11 @@ pub const RULES: &[Rule] = &[
         hint: "nothing to do: the container sees the workspace path it asked for",
     },
     Rule {
+        id: "container.bind.pin_limit",
+        rationale: "every bind source is a host mount; a create may name at most `limits.max_pins` distinct sources, and the workspace's proxy holds at most that many pins at once, so no request can flood the host's mount table",
+        hint: "bind a common parent directory instead of many paths, or remove containers that are no longer needed",
+    },
+    Rule {
         id: "container.bind.pin_failed",
         rationale: "a bind source beneath the workspace that cannot be pinned (missing, through a symlink, not a file or directory, or the mount failed) is refused rather than passed on unpinned",
         hint: "bind an existing directory or file of the workspace, reached without symlinks",
@@ -43,10 +48,23 @@ pub fn needs(req: &Request) -> Vec<FactQuery> {
     out.into_iter().map(FactQuery::HostPath).collect()
 }
 
+/// Refuses a create that names more distinct bind sources than one workspace may pin, before
+/// any fact is gathered (so before any pin is mounted).
+pub fn check_count(sources: usize, policy: &super::Policy) -> Result<(), Denial> {
+    let max = policy.limits.max_pins;
+    if sources as u64 > max {
+        return Err(Denial::new(
+            "container.bind.pin_limit",
+            format!("the create names {sources} bind sources; at most {max} are allowed"),
+        ));
+    }
+    Ok(())
+}
+
 /// Replaces every bind source beneath the workspace (and every source the container rules
 /// asked to pin) with its pin, and records one `PinBindSource` effect per pinned source so
 /// the proxy knows which pins the forwarded request uses. Must be the last body rewrite.
-pub fn apply(req: &Request, facts: &Facts, mut p: Permitted) -> Result<Permitted, Denial> {
+pub fn apply(req: &Request, facts: &Facts, policy: &super::Policy, mut p: Permitted) -> Result<Permitted, Denial> {
     if !matches!(p.body().or(req.body.as_ref()), Some(Json::Object(_))) {
         return Ok(p);
     }
@@ -84,6 +102,19 @@ pub fn apply(req: &Request, facts: &Facts, mut p: Permitted) -> Result<Permitted
         });
         Ok(())
     })?;
+    // The workspace's pins together: those held before this request plus its own.
+    let mut new: Vec<&str> = pinned.iter().map(|(k, _)| k.as_str()).collect();
+    new.sort_unstable();
+    new.dedup();
+    if let Some(held) = facts.pins_in_use {
+        let max = policy.limits.max_pins;
+        if held + new.len() as u64 > max {
+            return Err(Denial::new(
+                "container.bind.pin_limit",
+                format!("the workspace holds {held} bind pins and this create needs {} more; at most {max} are allowed", new.len()),
+            ));
+        }
+    }
     if let Some(src) = failed {
         return Err(Denial::new("container.bind.pin_failed", format!("bind source `{src}` could not be pinned")));
     }
@@ -198,6 +229,36 @@ mod tests {
         f
     }
 
+    fn pol() -> crate::policy::Policy {
+        crate::policy::Policy::default_policy()
+    }
+
+    #[test]
+    fn a_create_naming_more_bind_sources_than_the_pin_cap_is_refused_before_any_fact() {
+        let binds: Vec<String> = (0..513).map(|i| format!("\"/ws/d{i}:/m{i}\"")).collect();
+        let r = req(&format!(r#"{{"HostConfig":{{"Binds":[{}]}}}}"#, binds.join(",")));
+        let d = crate::policy::needs(&r, &pol()).expect_err("refused at needs");
+        assert_eq!(d.rule, "container.bind.pin_limit");
+        let at_cap: Vec<String> = (0..512).map(|i| format!("\"/ws/d{i}:/m{i}\"")).collect();
+        let r = req(&format!(r#"{{"HostConfig":{{"Binds":[{}]}}}}"#, at_cap.join(",")));
+        assert!(crate::policy::needs(&r, &pol()).is_ok(), "512 distinct sources are allowed");
+        // The same source named 600 times is one pin.
+        let same: Vec<String> = (0..600).map(|i| format!("\"/ws/d:/m{i}\"")).collect();
+        let r = req(&format!(r#"{{"HostConfig":{{"Binds":[{}]}}}}"#, same.join(",")));
+        assert!(crate::policy::needs(&r, &pol()).is_ok());
+    }
+
+    #[test]
+    fn pins_held_by_the_workspace_count_against_the_cap() {
+        let r = req(r#"{"HostConfig":{"Binds":["/ws/a:/x","/ws/b:/y"]}}"#);
+        let mut f = facts(&[("/ws/a", "/pins/1"), ("/ws/b", "/pins/2")]);
+        f.pins_in_use = Some(510);
+        assert!(apply(&r, &f, &pol(), Permitted::allow(&r)).is_ok(), "510 + 2 = the cap");
+        f.pins_in_use = Some(511);
+        let d = apply(&r, &f, &pol(), Permitted::allow(&r)).expect_err("511 + 2 is past the cap");
+        assert_eq!(d.rule, "container.bind.pin_limit");
+    }
+
     fn forwarded(p: &Permitted) -> String {
         String::from_utf8(p.body().expect("rewritten body").to_bytes()).expect("utf8")
     }
@@ -207,7 +268,7 @@ mod tests {
         let r = req(r#"{"Binds":["/ws/a:/x"],"HostConfig":{"Binds":["/ws/./a:/d:ro,z","vol:/v","/outside:/o"],"Mounts":[{"Type":"bind","Source":"/ws/f","Target":"/f"},{"Type":"volume","Source":"/ws/f","Target":"/g"}]}}"#);
         let f = facts(&[("/ws/a", "/pins/1"), ("/ws/f", "/pins/2")]);
         assert_eq!(needs(&r), vec![FactQuery::HostPath("/outside".into()), FactQuery::HostPath("/ws/a".into()), FactQuery::HostPath("/ws/f".into())]);
-        let p = apply(&r, &f, Permitted::allow(&r)).expect("allowed");
+        let p = apply(&r, &f, &pol(), Permitted::allow(&r)).expect("allowed");
         let out = forwarded(&p);
         assert!(out.contains(r#""Binds":["/pins/1:/x"]"#), "{out}");
         assert!(out.contains(r#""Binds":["/pins/1:/d:ro,z","vol:/v","/outside:/o"]"#), "{out}");
@@ -220,17 +281,17 @@ mod tests {
     #[test]
     fn a_workspace_bind_without_a_pin_is_refused() {
         let r = req(r#"{"HostConfig":{"Binds":["/ws/link/etc:/d"]}}"#);
-        let d = apply(&r, &facts(&[]), Permitted::allow(&r)).expect_err("refused");
+        let d = apply(&r, &facts(&[]), &pol(), Permitted::allow(&r)).expect_err("refused");
         assert_eq!(d.rule, "container.bind.pin_failed");
         let r = req(r#"{"HostConfig":{"Mounts":[{"Type":"bind","Source":"/ws","Target":"/w"}]}}"#);
-        assert!(apply(&r, &facts(&[]), Permitted::allow(&r)).is_err());
+        assert!(apply(&r, &facts(&[]), &pol(), Permitted::allow(&r)).is_err());
     }
 
     #[test]
     fn a_source_the_container_rules_asked_to_pin_must_have_a_pin() {
         let r = req(r#"{"HostConfig":{"Binds":["/elsewhere:/d"]}}"#);
         let p = Permitted::allow(&r).effect(Effect::PinBindSource { host_path: "/elsewhere".into() });
-        assert_eq!(apply(&r, &facts(&[]), p).expect_err("refused").rule, "container.bind.pin_failed");
+        assert_eq!(apply(&r, &facts(&[]), &pol(), p).expect_err("refused").rule, "container.bind.pin_failed");
     }
 
     #[test]
@@ -238,7 +299,7 @@ mod tests {
         let r = req(r#"{"HostConfig":{"Binds":["/ws/docker.sock:/var/run/docker.sock"]}}"#);
         let mut f = facts(&[]);
         std::sync::Arc::make_mut(&mut f.env).proxy_socket = "/ws/docker.sock".into();
-        let p = apply(&r, &f, Permitted::allow(&r)).expect("allowed");
+        let p = apply(&r, &f, &pol(), Permitted::allow(&r)).expect("allowed");
         assert!(p.body().is_none_or(|b| Some(b) == r.body.as_ref()), "body unchanged");
         assert!(p.rewrites().is_empty());
     }
@@ -246,7 +307,7 @@ mod tests {
     #[test]
     fn bodies_without_workspace_binds_are_left_alone() {
         let r = req(r#"{"Image":"x","HostConfig":{"Binds":["/outside:/o","named:/n"]}}"#);
-        let p = apply(&r, &facts(&[]), Permitted::allow(&r)).expect("allowed");
+        let p = apply(&r, &facts(&[]), &pol(), Permitted::allow(&r)).expect("allowed");
         assert!(p.body().is_none_or(|b| Some(b) == r.body.as_ref()) && p.effects().is_empty());
         assert!(p.rewrites().is_empty());
     }

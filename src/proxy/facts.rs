@@ -102,6 +102,10 @@ pub async fn gather(
                 if facts.host_paths.contains_key(&p) {
                     continue;
                 }
+                // Counted before this request's first pin (`container.bind.pin_limit`).
+                if let (Some(s), None) = (pins, facts.pins_in_use) {
+                    facts.pins_in_use = Some(s.held());
+                }
                 let ws = facts.env.workspace.clone();
                 let mut sockets = facts.env.daemon_sockets.clone();
                 sockets.push(facts.env.proxy_socket.clone());

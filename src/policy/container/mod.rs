@@ -131,6 +131,7 @@ pub(crate) fn effective_body(req: &Request) -> Result<(crate::api::json::Json, V
 /// Every host-config rule, in both modes. In [`Mode::Create`] it may rewrite `hc`.
 pub(crate) fn check_host_config(hc: &mut Object, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<(), Denial> {
     privilege::check(hc, ctx)?;
+    privilege::drop_mknod(hc, ctx, ch)?;
     security::check(hc, ctx)?;
     namespaces::check(hc, ctx, ch)?;
     binds::check(hc, ctx, ch)?;

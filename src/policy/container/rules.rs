@@ -10,6 +10,7 @@ const fn r(id: &'static str, rationale: &'static str, hint: &'static str) -> Rul
 pub const RULES: &[Rule] = &[
     r("container.privileged", "a privileged container (or exec) has every capability and device of the host", "remove `--privileged` or `privileged: true`"),
     r("container.capabilities", "added capabilities (in any spelling, `CAP_` prefix, `ALL`, non-ASCII) widen what root in the container can do to the host", "remove `--cap-add` / `cap_add`; to keep a default capability, drop fewer instead of re-adding it"),
+    r("container.mknod", "every created container loses `CAP_MKNOD`, so no device node it makes in a bind opens a host device", "nothing to do: `MKNOD` is added to the container's dropped capabilities"),
     r("container.devices", "host devices, device requests (GPU/CDI) and device cgroup rules give direct access to host hardware", "remove `--device`, `--gpus` and `--device-cgroup-rule`"),
     r("container.runtime", "a non-default runtime (or any containerd shim on the daemon's PATH) runs outside the default isolation", "remove `--runtime`"),
     r("container.cgroup_parent", "only the proxy places containers in a cgroup; a chosen parent escapes the shared budget", "remove `--cgroup-parent` / `cgroup_parent`"),
