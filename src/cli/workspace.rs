@@ -29,7 +29,8 @@ pub struct ServeArgs {
     /// First uid/gid given to workspaces.
     #[arg(long, default_value_t = 20000)]
     pub uid_base: u32,
-    /// How many uids the service may hand out.
+    /// How many uids the service may hand out (at most 32768: each docker-compose workspace's
+    /// container ids are a subordinate range chosen by its uid modulo that).
     #[arg(long, default_value_t = 10000)]
     pub uid_count: u32,
     /// Default idle timeout of a workspace, in seconds.
@@ -71,6 +72,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .try_init();
     let socket_mode = u32::from_str_radix(&args.socket_mode, 8)
         .with_context(|| format!("socket mode `{}` is not octal", args.socket_mode))?;
+    anyhow::ensure!(
+        args.uid_count <= crate::workspace::runtime::docker::subid::SLOTS,
+        "--uid-count {} is more than {}: workspaces' subordinate id ranges would overlap",
+        args.uid_count,
+        crate::workspace::runtime::docker::subid::SLOTS
+    );
     let mut config = daemon::config(args.state_dir.clone());
     config.uid_base = args.uid_base;
     config.uid_count = args.uid_count;

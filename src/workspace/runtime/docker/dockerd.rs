@@ -81,6 +81,9 @@ pub fn config(layout: &Layout, addrs: &Addresses) -> serde_json::Value {
         // Its own containerd, started before it (`containerd.rs`).
         "containerd": super::containerd::Paths::of(layout).socket,
         "group": "root",
+        // Container root is the workspace's own uid; container users are its subordinate
+        // range (`subid.rs`). No container process is ever host root.
+        "userns-remap": format!("{0}:{0}", layout.ranges.name()),
         "bip": addrs.bip,
         "default-address-pools": [{ "base": addrs.pool, "size": 24 }],
         "log-driver": "json-file",
@@ -256,6 +259,7 @@ mod tests {
         assert_eq!(c["log-opts"]["max-file"], "3");
         assert_eq!(c["hosts"][0], "unix:///state/ws/a/docker/docker.sock");
         assert_eq!(c["live-restore"], false);
+        assert_eq!(c["userns-remap"], format!("dw{0}:dw{0}", l.ranges.uid), "container root is never host root");
         assert_eq!(
             c["containerd"],
             "/state/ws/a/docker/exec/containerd/containerd.sock"

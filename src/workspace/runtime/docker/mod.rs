@@ -4,8 +4,11 @@
 //! `DOCKER_HOST` for every command. Commands run as the workspace uid inside the namespace,
 //! through the same process code as the standard runtime.
 //!
-//! INVARIANT: the daemon socket lives in a root-only (0700) directory and is itself 0600;
+//! INVARIANT: the daemon socket is 0600 root in a root-owned directory that only the
+//! workspace's group may search (0710: dockerd's remapped root must reach its data root);
 //! only the proxy socket is reachable by the workspace uid.
+//! INVARIANT: the daemon runs with `userns-remap` (`subid.rs`): container root is the
+//! workspace uid, never host root.
 //! INVARIANT: `up` returns only once the daemon and the proxy both answer `/_ping`.
 
 pub mod api;
@@ -14,6 +17,7 @@ pub mod dockerd;
 pub mod leftovers;
 pub mod netns;
 pub mod proxy;
+pub mod subid;
 
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
@@ -70,6 +74,8 @@ pub struct Layout {
     pub shim_dir: PathBuf,
     /// Parent cgroup of the workspace's containers.
     pub cgroup_name: String,
+    /// The container id ranges of the workspace (`userns-remap`, `subid.rs`).
+    pub ranges: subid::Ranges,
 }
 
 impl Layout {
@@ -92,8 +98,16 @@ impl Layout {
             shim_dir: ws_dir.join("bin"),
             // Containers get half of the workspace's burst limit, in a child of its cgroup.
             cgroup_name: format!("dockwarden_ws_{uid}/containers"),
+            // The service gives a workspace the gid equal to its uid.
+            ranges: subid::Ranges::of(uid, uid),
             dir,
         }
+    }
+
+    /// Where dockerd keeps images and containers under `userns-remap`: a subdirectory of
+    /// the data root named after the remapped root.
+    pub fn remapped_data_root(&self) -> PathBuf {
+        self.data_root.join(format!("{}.{}", self.ranges.uid, self.ranges.gid))
     }
 
     /// `DOCKER_HOST` for the workspace's commands.
@@ -163,8 +177,17 @@ impl DockerRuntime {
         for d in [&l.dir, &l.data_root, &l.exec_root] {
             std::fs::create_dir_all(d).map_err(io_err(d))?;
         }
-        std::fs::set_permissions(&l.dir, std::fs::Permissions::from_mode(0o700))
+        // Root's, searchable by the workspace's group alone: dockerd refuses a data root whose
+        // parents its remapped root (the workspace uid) cannot search. Everything inside is
+        // root-only except the remapped data root (`subid.rs`, docs/isolation.md).
+        nix::unistd::chown(&l.dir, Some(0.into()), Some(l.ranges.gid.into()))
+            .map_err(|e| WsError::io(&l.dir, e.into()))?;
+        std::fs::set_permissions(&l.dir, std::fs::Permissions::from_mode(0o710))
             .map_err(io_err(&l.dir))?;
+        // Container root is the workspace uid, container users its subordinate range.
+        subid::Files::default()
+            .ensure(&l.ranges)
+            .map_err(|e| WsError::Internal(e.to_string()))?;
         write_shim(&l)?;
         // Read back by `sweep` when the record is gone.
         let cg = l.dir.join("cgroup");
@@ -172,7 +195,7 @@ impl DockerRuntime {
         // Anything left from an earlier service (a crash): never two daemons on one root.
         clear_leftovers(&l).await;
         // A daemon that never ran on this data root gets the preload images.
-        let fresh = !l.data_root.join("image").exists();
+        let fresh = !l.remapped_data_root().join("image").exists();
         netns::create(&l.netns).map_err(io_err(&l.netns))?;
         let routes = crate::hostnet::routes().unwrap_or_default();
         let addrs = match dockerd::addresses(spec.uid, &routes) {
@@ -372,6 +395,20 @@ impl DockerRuntime {
             }
         }
         let _ = std::fs::remove_file(&l.proxy_socket);
+        // dockerd (20.10) puts a container's bundle beside any parent its remapped root cannot
+        // search, as `<dir>.<uid>.<gid>` owned by that uid: the workspace directory's sibling.
+        let beside = spec.ws_dir.with_file_name(format!(
+            "{}.{}.{}",
+            spec.ws_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            l.ranges.uid,
+            l.ranges.gid
+        ));
+        if std::fs::symlink_metadata(&beside).is_ok_and(|m| m.is_dir() && std::os::unix::fs::MetadataExt::uid(&m) == l.ranges.uid) {
+            let _ = std::fs::remove_dir_all(&beside);
+        }
+        if let Err(e) = subid::Files::default().remove(l.ranges.uid) {
+            warn!(workspace.id = %spec.workspace_id, error = %e, "removing the workspace's id ranges");
+        }
         info!(workspace.id = %spec.workspace_id, "docker runtime removed");
         Ok(())
     }
