@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use tokio::net::UnixListener;
 
+use crate::hostfs::watch::{IdRange, Owner};
 use crate::policy::Policy;
 use crate::policy::facts::Environment;
 use crate::proxy::audit::AuditLog;
@@ -59,6 +60,11 @@ pub struct ProxyArgs {
     /// they were made from (for reviewers; clients expect their own paths back).
     #[arg(long)]
     pub show_pins: bool,
+    /// Host uids that count as written by a container, besides 0, and are handed back to the
+    /// workspace user after the container stops: `START:COUNT`, the daemon's userns-remap
+    /// range (for example `100000:65536`).
+    #[arg(long, value_name = "START:COUNT", value_parser = parse_id_range)]
+    pub hand_back_ids: Option<IdRange>,
 }
 
 /// The default pin directory: stable per listening socket (FNV-1a of its path).
@@ -69,6 +75,36 @@ fn default_pin_dir(listen: &Path) -> PathBuf {
 
 fn parse_mode(s: &str) -> Result<u32, String> {
     u32::from_str_radix(s, 8).map_err(|e| format!("not an octal mode: {e}"))
+}
+
+/// `START:COUNT`, both decimal: the host uids `START..START+COUNT`.
+fn parse_id_range(s: &str) -> Result<IdRange, String> {
+    let Some((start, count)) = s.split_once(':') else {
+        return Err(format!("`{s}` is not `START:COUNT`; for example `100000:65536`"));
+    };
+    let num = |what: &str, v: &str| {
+        if v.is_empty() {
+            Err(format!("{what} is missing in `{s}`; for example `100000:65536`"))
+        } else if !v.bytes().all(|b| b.is_ascii_digit()) {
+            Err(format!("{what} `{v}` of `{s}` is not a decimal number"))
+        } else {
+            v.parse::<u32>().map_err(|e| format!("{what} `{v}` of `{s}`: {e}"))
+        }
+    };
+    let (start, count) = (num("start", start)?, num("count", count)?);
+    if count == 0 {
+        return Err(format!("`{s}` holds no id; COUNT must be at least 1"));
+    }
+    IdRange::new(start, count).ok_or_else(|| format!("`{s}` reaches uid {}, which `chown` reserves", u32::MAX))
+}
+
+/// Who chown-back hands files to. A range holding the workspace user's own uid is a mistake
+/// (the daemon's subordinate ids never include it) and refuses to start.
+fn hand_back_owner(uid: u32, gid: u32, hand_back: Option<IdRange>) -> anyhow::Result<Owner> {
+    if hand_back.is_some_and(|r| r.contains(uid)) {
+        bail!("`--hand-back-ids` includes the workspace user's uid {uid}; pass the daemon's subordinate range, which never does");
+    }
+    Ok(Owner { uid, gid, hand_back })
 }
 
 pub fn main(a: ProxyArgs) -> anyhow::Result<()> {
@@ -140,6 +176,7 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     let workspace = a.workspace.canonicalize().with_context(|| format!("workspace `{}`", a.workspace.display()))?;
     let meta = std::fs::metadata(&workspace)?;
     let (uid, gid) = (a.uid.unwrap_or(meta.uid()), a.gid.unwrap_or(meta.gid()));
+    let owner = hand_back_owner(uid, gid, a.hand_back_ids)?;
     let audit = match &a.audit_log {
         Some(p) => AuditLog::file(p).with_context(|| format!("opening audit log `{}`", p.display()))?,
         None => AuditLog::stderr(),
@@ -173,9 +210,9 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     let created = pin_dir.with_file_name(format!("{}.created.json", pin_dir.file_name().unwrap_or_default().to_string_lossy()));
     let containers = Arc::new(proxy::containers::Containers::open(Some(created))?);
     containers.spawn(upstream.clone());
-    // Releases pins of destroyed containers and hands root-written files back (reconciles
+    // Releases pins of destroyed containers and hands container-written files back (reconciles
     // with the daemon first, and after every reconnect).
-    let hand_back = crate::hostfs::watch::spawn(pins.clone(), upstream.clone(), crate::hostfs::watch::Owner { uid, gid });
+    let hand_back = crate::hostfs::watch::spawn(pins.clone(), upstream.clone(), owner);
     let shared = Arc::new(Shared {
         policy,
         upstream,
@@ -201,4 +238,57 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(&a.listen);
     pins.close();
     res.context("serving")
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: ProxyArgs,
+    }
+
+    fn parse(extra: &[&str]) -> Result<ProxyArgs, clap::Error> {
+        let args = ["proxy", "--workspace", "/ws"].iter().chain(extra);
+        Cli::try_parse_from(args).map(|c| c.a)
+    }
+
+    #[test]
+    fn hand_back_ids_parses_start_and_count() {
+        assert_eq!(parse(&[]).expect("no flag").hand_back_ids, None);
+        let a = parse(&["--hand-back-ids", "100000:65536"]).expect("a range");
+        assert_eq!(a.hand_back_ids, IdRange::new(100_000, 65_536));
+    }
+
+    #[test]
+    fn hand_back_ids_rejects_malformed_ranges_with_a_clear_error() {
+        for (bad, says) in [
+            ("100000", "is not `START:COUNT`"),
+            ("100000:", "count is missing in `100000:`"),
+            (":65536", "start is missing in `:65536`"),
+            ("-1:10", "start `-1` of `-1:10` is not a decimal number"),
+            ("+1:10", "is not a decimal number"),
+            ("0x10:10", "is not a decimal number"),
+            ("1:2:3", "count `2:3` of `1:2:3` is not a decimal number"),
+            ("4294967296:1", "number too large"),
+            ("100000:0", "COUNT must be at least 1"),
+            ("4294967290:100", "reaches uid 4294967295"),
+        ] {
+            let flag = format!("--hand-back-ids={bad}");
+            let err = parse(&[&flag]).expect_err(bad).to_string();
+            assert!(err.contains(says), "`{bad}`: {err}");
+        }
+    }
+
+    #[test]
+    fn hand_back_ids_holding_the_workspace_uid_refuse_to_start() {
+        let err = hand_back_owner(100_500, 100_500, IdRange::new(100_000, 65_536)).expect_err("refused");
+        assert!(err.to_string().contains("includes the workspace user's uid 100500"), "{err}");
+        let o = hand_back_owner(12345, 12345, IdRange::new(100_000, 65_536)).expect("accepted");
+        assert!(o.hands_back(100_000) && !o.hands_back(12345));
+    }
 }

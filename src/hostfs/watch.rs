@@ -1,6 +1,7 @@
 //! The pin and chown-back watcher. It follows the daemon's container events (`die`, `stop`,
-//! `destroy`), releases pins when their container is destroyed, and hands root-written files
-//! back once no container that uses a bind source is running, restarting or paused.
+//! `destroy`), releases pins when their container is destroyed, and hands container-written
+//! files back (uid 0, and the daemon's remapped range when it has one: [`Owner`]) once no
+//! container that uses a bind source is running, restarting or paused.
 //!
 //! `die` also fires before a restart-policy restart. The daemon marks the container
 //! `restarting` before it emits `die`, and inspect (which waits for the container's lock)
@@ -17,6 +18,7 @@ use bytes::BytesMut;
 use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
+pub use super::chown::{IdRange, Owner};
 use super::chown::{Summary, Walker};
 use super::plan::{self, Plan};
 use super::pins::{PinEntry, PinStore};
@@ -28,13 +30,6 @@ const STEP: u64 = 10_000;
 /// Entries per chown job; a larger tree is finished by the next event or reconciliation.
 const LIMIT: u64 = 2_000_000;
 const RECONCILE_EVERY: Duration = Duration::from_secs(300);
-
-/// Who gets root-written files back.
-#[derive(Debug, Clone, Copy)]
-pub struct Owner {
-    pub uid: u32,
-    pub gid: u32,
-}
 
 struct Job {
     root: OwnedFd,
@@ -211,7 +206,7 @@ fn pct(s: &str) -> String {
 /// Runs chown jobs one at a time, each in bounded blocking steps.
 async fn worker(mut rx: mpsc::UnboundedReceiver<Job>, owner: Owner) {
     while let Some(job) = rx.recv().await {
-        let mut w = match Walker::new(job.root, owner.uid, owner.gid) {
+        let mut w = match Walker::new(job.root, owner) {
             Ok(w) => w,
             Err(e) => {
                 tracing::warn!(pin = %job.entry.pin, "chown-back cannot start: {e}");
@@ -243,7 +238,7 @@ fn log_summary(e: &PinEntry, why: &str, s: &Summary) {
         visited = s.visited,
         chowned = s.chowned,
         skipped.other_fs = s.skipped_other_fs,
-        skipped.devices = s.skipped_devices,
+        removed.devices = s.removed_devices,
         skipped.hardlinks = s.skipped_hardlinks,
         skipped.deep = s.skipped_deep,
         cleared.setid = s.cleared_setid,
