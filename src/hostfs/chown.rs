@@ -41,7 +41,8 @@ pub struct IdRange {
 
 impl IdRange {
     pub fn new(start: u32, count: u32) -> Option<IdRange> {
-        (count > 0 && u64::from(start) + u64::from(count) <= u64::from(u32::MAX)).then_some(IdRange { start, count })
+        (count > 0 && u64::from(start) + u64::from(count) <= u64::from(u32::MAX))
+            .then_some(IdRange { start, count })
     }
 
     pub fn contains(&self, id: u32) -> bool {
@@ -85,7 +86,12 @@ pub struct Summary {
 
 enum Pending {
     Root(OwnedFd),
-    Child { parent: Arc<OwnedFd>, name: OsString, ino: u64, depth: usize },
+    Child {
+        parent: Arc<OwnedFd>,
+        name: OsString,
+        ino: u64,
+        depth: usize,
+    },
 }
 
 /// A resumable walk beneath one bind source.
@@ -109,15 +115,23 @@ fn is_device(st: &FileStat) -> bool {
 /// True when `name` in `dir` still is the device node `seen` was taken from (not followed if
 /// it is now a symlink), so unlinking the name removes that node and nothing else.
 pub(super) fn still_device(dir: &OwnedFd, name: &OsStr, seen: &FileStat) -> bool {
-    nix::sys::stat::fstatat(dir.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW)
-        .is_ok_and(|st| is_device(&st) && (st.st_dev, st.st_ino, st.st_rdev) == (seen.st_dev, seen.st_ino, seen.st_rdev))
+    nix::sys::stat::fstatat(dir.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(|st| {
+        is_device(&st)
+            && (st.st_dev, st.st_ino, st.st_rdev) == (seen.st_dev, seen.st_ino, seen.st_rdev)
+    })
 }
 
 impl Walker {
     /// Starts at `root`: a directory opened for reading, or any file as `O_PATH`.
     pub fn new(root: OwnedFd, owner: Owner) -> nix::Result<Self> {
         let st = nix::sys::stat::fstat(root.as_fd())?;
-        let mut w = Walker { dev: st.st_dev, owner, stack: Vec::new(), linked: HashMap::new(), summary: Summary::default() };
+        let mut w = Walker {
+            dev: st.st_dev,
+            owner,
+            stack: Vec::new(),
+            linked: HashMap::new(),
+            summary: Summary::default(),
+        };
         if is_device(&st) {
             // A device as the source itself: there is no parent here to unlink it from.
             w.summary.visited += 1;
@@ -144,7 +158,12 @@ impl Walker {
             };
             let (dir, depth) = match p {
                 Pending::Root(fd) => (fd, 0),
-                Pending::Child { parent, name, ino, depth } => match self.open_dir(&parent, &name, ino) {
+                Pending::Child {
+                    parent,
+                    name,
+                    ino,
+                    depth,
+                } => match self.open_dir(&parent, &name, ino) {
                     Some(fd) => (fd, depth),
                     None => continue,
                 },
@@ -164,13 +183,14 @@ impl Walker {
 
     fn read_dir(&mut self, dir: OwnedFd, depth: usize) {
         // The magic link reopens the very directory this descriptor refers to: no name lookup.
-        let names: Vec<OsString> = match std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd())) {
-            Ok(rd) => rd.filter_map(Result::ok).map(|e| e.file_name()).collect(),
-            Err(_) => {
-                self.summary.errors += 1;
-                return;
-            }
-        };
+        let names: Vec<OsString> =
+            match std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd())) {
+                Ok(rd) => rd.filter_map(Result::ok).map(|e| e.file_name()).collect(),
+                Err(_) => {
+                    self.summary.errors += 1;
+                    return;
+                }
+            };
         let dir = Arc::new(dir);
         for name in names {
             self.entry(&dir, name, depth);
@@ -202,7 +222,12 @@ impl Walker {
             if depth + 1 > MAX_DEPTH {
                 self.summary.skipped_deep += 1;
             } else {
-                self.stack.push(Pending::Child { parent: dir.clone(), name, ino: st.st_ino, depth: depth + 1 });
+                self.stack.push(Pending::Child {
+                    parent: dir.clone(),
+                    name,
+                    ino: st.st_ino,
+                    depth: depth + 1,
+                });
             }
         }
     }
@@ -228,7 +253,10 @@ impl Walker {
     fn visit(&mut self, fd: &OwnedFd, st: &FileStat) {
         self.summary.visited += 1;
         let k = kind(st);
-        if k == libc::S_IFREG && st.st_mode & SETID != 0 && (st.st_uid != self.owner.uid || st.st_gid != self.owner.gid) {
+        if k == libc::S_IFREG
+            && st.st_mode & SETID != 0
+            && (st.st_uid != self.owner.uid || st.st_gid != self.owner.gid)
+        {
             // Whatever the link count: a bit cleared on a shared inode only takes privilege away.
             self.clear_setid(fd);
         }

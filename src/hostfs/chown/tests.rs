@@ -6,10 +6,19 @@ use std::path::Path;
 
 use super::*;
 
-const WS: Owner = Owner { uid: 4242, gid: 4343, hand_back: None };
+const WS: Owner = Owner {
+    uid: 4242,
+    gid: 4343,
+    hand_back: None,
+};
 
 fn open_dir(p: &Path) -> OwnedFd {
-    nix::fcntl::open(p, OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty()).expect("open")
+    nix::fcntl::open(
+        p,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .expect("open")
 }
 
 fn root() -> bool {
@@ -25,7 +34,13 @@ fn mk(p: &Path, uid: u32, gid: u32, mode: u32) {
 /// `/dev/null`'s numbers: harmless to make in a temporary directory.
 fn mknod_null(p: &Path) {
     let kind = nix::sys::stat::SFlag::S_IFCHR;
-    nix::sys::stat::mknod(p, kind, Mode::from_bits_truncate(0o666), nix::sys::stat::makedev(1, 3)).expect("mknod");
+    nix::sys::stat::mknod(
+        p,
+        kind,
+        Mode::from_bits_truncate(0o666),
+        nix::sys::stat::makedev(1, 3),
+    )
+    .expect("mknod");
 }
 
 fn meta(p: &Path) -> std::fs::Metadata {
@@ -49,11 +64,21 @@ fn chowns_root_files_but_not_link_targets_outside_or_shared_inodes() {
     std::fs::hard_link(src.join("in1"), src.join("a/in2")).expect("ln");
     let s = chown_tree(open_dir(&src), WS, 2, u64::MAX).expect("walk");
     assert!(s.complete);
-    for p in ["", "a", "a/b", "a/b/c", "a/b/c/f", "out-link", "in1", "a/in2"] {
+    for p in [
+        "", "a", "a/b", "a/b/c", "a/b/c/f", "out-link", "in1", "a/in2",
+    ] {
         assert_eq!(meta(&src.join(p)).uid(), 4242, "{p}");
     }
-    assert_eq!(meta(&root.join("sentinel")).uid(), 0, "a symlink target outside is never changed");
-    assert_eq!(meta(&src.join("out-hard")).uid(), 0, "an inode linked from outside is left alone");
+    assert_eq!(
+        meta(&root.join("sentinel")).uid(),
+        0,
+        "a symlink target outside is never changed"
+    );
+    assert_eq!(
+        meta(&src.join("out-hard")).uid(),
+        0,
+        "an inode linked from outside is left alone"
+    );
     assert_eq!(s.skipped_hardlinks, 1);
 }
 
@@ -71,10 +96,23 @@ fn setuid_and_setgid_files_that_would_run_as_someone_else_lose_the_bits() {
     mk(&src.join("own-suid"), 4242, 4343, 0o4755);
     let s = chown_tree(open_dir(&src), WS, 100, u64::MAX).expect("walk");
     let m = |n: &str| meta(&src.join(n));
-    assert_eq!((m("root-suid").uid(), m("root-suid").mode() & 0o7777), (4242, 0o755));
-    assert_eq!((m("root-sgid").gid(), m("root-sgid").mode() & 0o7777), (0, 0o755));
-    assert_eq!((m("daemon-suid").uid(), m("daemon-suid").mode() & 0o7777), (1, 0o755));
-    assert_eq!(m("own-suid").mode() & 0o7777, 0o4755, "the workspace user's own setuid file is theirs");
+    assert_eq!(
+        (m("root-suid").uid(), m("root-suid").mode() & 0o7777),
+        (4242, 0o755)
+    );
+    assert_eq!(
+        (m("root-sgid").gid(), m("root-sgid").mode() & 0o7777),
+        (0, 0o755)
+    );
+    assert_eq!(
+        (m("daemon-suid").uid(), m("daemon-suid").mode() & 0o7777),
+        (1, 0o755)
+    );
+    assert_eq!(
+        m("own-suid").mode() & 0o7777,
+        0o4755,
+        "the workspace user's own setuid file is theirs"
+    );
     assert_eq!(s.cleared_setid, 3);
 }
 
@@ -94,9 +132,17 @@ fn setuid_root_file_hard_linked_outside_the_bind_loses_its_setid_bits() {
     std::fs::hard_link(src.join("sgid-docker"), t.path().join("outside-sgid")).expect("ln");
     let s = chown_tree(open_dir(&src), WS, 100, u64::MAX).expect("walk");
     let m = meta(&t.path().join("outside"));
-    assert_eq!((m.uid(), m.mode() & 0o7777), (0, 0o755), "owner kept, setuid gone");
+    assert_eq!(
+        (m.uid(), m.mode() & 0o7777),
+        (0, 0o755),
+        "owner kept, setuid gone"
+    );
     let m = meta(&t.path().join("outside-sgid"));
-    assert_eq!((m.gid(), m.mode() & 0o7777), (999, 0o755), "group kept, setgid gone");
+    assert_eq!(
+        (m.gid(), m.mode() & 0o7777),
+        (999, 0o755),
+        "group kept, setgid gone"
+    );
     assert_eq!((s.cleared_setid, s.skipped_hardlinks, s.chowned), (2, 2, 1));
 }
 
@@ -115,10 +161,21 @@ fn device_nodes_made_in_the_bind_are_removed_and_fifos_and_sockets_handed_back()
     let _sock = std::os::unix::net::UnixListener::bind(src.join("sock")).expect("bind");
     let s = chown_tree(open_dir(&src), WS, 100, u64::MAX).expect("walk");
     for gone in ["null", "d/hwrng"] {
-        assert!(std::fs::symlink_metadata(src.join(gone)).is_err(), "device node `{gone}` is gone");
+        assert!(
+            std::fs::symlink_metadata(src.join(gone)).is_err(),
+            "device node `{gone}` is gone"
+        );
     }
-    assert!(meta(&t.path().join("outside-null")).file_type().is_char_device(), "a link outside is not touched");
-    assert_eq!((meta(&src.join("fifo")).uid(), meta(&src.join("sock")).uid()), (4242, 4242));
+    assert!(
+        meta(&t.path().join("outside-null"))
+            .file_type()
+            .is_char_device(),
+        "a link outside is not touched"
+    );
+    assert_eq!(
+        (meta(&src.join("fifo")).uid(), meta(&src.join("sock")).uid()),
+        (4242, 4242)
+    );
     assert_eq!((s.removed_devices, s.errors), (2, 0));
 }
 
@@ -133,7 +190,8 @@ fn device_node_swapped_for_a_regular_file_before_the_unlink_is_not_removed() {
     let dev = t.path().join("dev");
     mknod_null(&dev);
     let dir = open_dir(t.path());
-    let seen = nix::sys::stat::fstatat(dir.as_fd(), "dev", AtFlags::AT_SYMLINK_NOFOLLOW).expect("stat");
+    let seen =
+        nix::sys::stat::fstatat(dir.as_fd(), "dev", AtFlags::AT_SYMLINK_NOFOLLOW).expect("stat");
     assert!(still_device(&dir, OsStr::new("dev"), &seen));
     std::fs::remove_file(&dev).expect("rm");
     std::fs::write(&dev, b"user data").expect("swap in a regular file");
@@ -159,7 +217,10 @@ fn files_owned_by_the_hand_back_range_are_chowned_and_others_are_not() {
     mk(&src.join("last"), 165_535, 100_000, 0o644);
     mk(&src.join("below"), 99_999, 0, 0o644);
     mk(&src.join("above"), 165_536, 0, 0o644);
-    let owner = Owner { hand_back: IdRange::new(100_000, 65_536), ..WS };
+    let owner = Owner {
+        hand_back: IdRange::new(100_000, 65_536),
+        ..WS
+    };
     let s = chown_tree(open_dir(&src), owner, 100, u64::MAX).expect("walk");
     let uid = |n: &str| meta(&src.join(n)).uid();
     assert_eq!([uid("root"), uid("first"), uid("last")], [4242; 3]);
@@ -173,7 +234,13 @@ fn id_ranges_are_never_empty_and_never_reach_the_no_change_id() {
     assert!(IdRange::new(u32::MAX - 1, 2).is_none());
     let r = IdRange::new(u32::MAX - 1, 1).expect("range");
     assert!(r.contains(u32::MAX - 1) && !r.contains(u32::MAX));
-    let owner = Owner { hand_back: IdRange::new(4000, 1000), ..WS };
+    let owner = Owner {
+        hand_back: IdRange::new(4000, 1000),
+        ..WS
+    };
     assert!(owner.hands_back(0) && owner.hands_back(4999) && !owner.hands_back(5000));
-    assert!(!owner.hands_back(4242), "the workspace user's own files are never chowned");
+    assert!(
+        !owner.hands_back(4242),
+        "the workspace user's own files are never chowned"
+    );
 }

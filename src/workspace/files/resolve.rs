@@ -92,20 +92,28 @@ fn kind_name(st: &FileStat) -> &'static str {
 /// regular file: opened for reading first, a FIFO would block (a thread per request, for
 /// ever) and a device would be opened before its type was seen. `dir_hint` is added to the
 /// refusal of a directory.
-pub(super) fn open_regular(root: &OwnedFd, rel: &str, dir_hint: &str) -> WsResult<(OwnedFd, FileStat)> {
+pub(super) fn open_regular(
+    root: &OwnedFd,
+    rel: &str,
+    dir_hint: &str,
+) -> WsResult<(OwnedFd, FileStat)> {
     // O_PATH opens nothing for I/O; a symlink as the last component still fails to resolve.
     let path = open_beneath(root, rel, OFlag::O_PATH, Mode::empty())?;
     let st = fstat(&path).map_err(|e| WsError::errno(rel, e))?;
     let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
     if kind != SFlag::S_IFREG {
         let hint = if kind == SFlag::S_IFDIR { dir_hint } else { "" };
-        return Err(WsError::Invalid(format!("`{rel}` is {}, not a regular file{hint}", kind_name(&st))));
+        return Err(WsError::Invalid(format!(
+            "`{rel}` is {}, not a regular file{hint}",
+            kind_name(&st)
+        )));
     }
     // INVARIANT: the magic link reopens the inode checked above (a file's type never changes),
     // with no name looked up again; O_NONBLOCK in case that invariant is ever broken.
     let proc = format!("/proc/self/fd/{}", path.as_raw_fd());
     let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
-    let fd = nix::fcntl::open(proc.as_str(), flags, Mode::empty()).map_err(|e| WsError::errno(rel, e))?;
+    let fd = nix::fcntl::open(proc.as_str(), flags, Mode::empty())
+        .map_err(|e| WsError::errno(rel, e))?;
     Ok((fd, st))
 }
 

@@ -50,7 +50,10 @@ fn reading_a_fifo_answers_invalid_at_once_instead_of_blocking() {
     let files = Files::open(&root, None).expect("open");
     let copy = within_5s(&root.join("p"), move || files.copy("p", "q"));
     assert_eq!(invalid(copy), "`p` is a FIFO, not a regular file");
-    assert!(!root.join("q").exists(), "nothing is written for a refused copy");
+    assert!(
+        !root.join("q").exists(),
+        "nothing is written for a refused copy"
+    );
     // Directories are opened with O_DIRECTORY, which the kernel checks before opening.
     let files = Files::open(&root, None).expect("open");
     assert!(within_5s(&root.join("p"), move || files.list("p")).is_err());
@@ -68,9 +71,18 @@ fn reading_a_device_node_answers_invalid_without_opening_it() {
     mknod(&t.path().join("null"), SFlag::S_IFCHR, dev, makedev(1, 3)).expect("mknod c");
     mknod(&t.path().join("disk"), SFlag::S_IFBLK, dev, makedev(7, 0)).expect("mknod b");
     let files = Files::open(t.path(), None).expect("open");
-    assert_eq!(invalid(files.read("null")), "`null` is a character device, not a regular file");
-    assert_eq!(invalid(files.read("disk")), "`disk` is a block device, not a regular file");
-    assert_eq!(invalid(files.copy("null", "n2")), "`null` is a character device, not a regular file");
+    assert_eq!(
+        invalid(files.read("null")),
+        "`null` is a character device, not a regular file"
+    );
+    assert_eq!(
+        invalid(files.read("disk")),
+        "`disk` is a block device, not a regular file"
+    );
+    assert_eq!(
+        invalid(files.copy("null", "n2")),
+        "`null` is a character device, not a regular file"
+    );
 }
 
 #[test]
@@ -80,8 +92,20 @@ fn regular_files_still_read_and_copy_and_other_types_are_named() {
     assert_eq!(files.read("f.txt").expect("read"), b"hello");
     files.copy("f.txt", "g.txt").expect("copy");
     assert_eq!(files.read("g.txt").expect("read copy"), b"hello");
-    assert_eq!(invalid(files.read("sock")), "`sock` is a socket, not a regular file");
-    assert_eq!(invalid(files.read("d")), "`d` is a directory, not a regular file");
-    assert!(invalid(files.copy("d", "e")).ends_with("not a regular file; copy directories with exec `cp -r`"));
-    assert!(matches!(files.read("link"), Err(WsError::Symlink { .. })), "a symlink is refused as a symlink");
+    assert_eq!(
+        invalid(files.read("sock")),
+        "`sock` is a socket, not a regular file"
+    );
+    assert_eq!(
+        invalid(files.read("d")),
+        "`d` is a directory, not a regular file"
+    );
+    assert!(
+        invalid(files.copy("d", "e"))
+            .ends_with("not a regular file; copy directories with exec `cp -r`")
+    );
+    assert!(
+        matches!(files.read("link"), Err(WsError::Symlink { .. })),
+        "a symlink is refused as a symlink"
+    );
 }
