@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use tokio::net::UnixListener;
 
+use crate::hostfs::watch::{IdRange, Owner};
 use crate::policy::Policy;
 use crate::policy::facts::Environment;
 use crate::proxy::audit::AuditLog;
@@ -59,16 +60,69 @@ pub struct ProxyArgs {
     /// they were made from (for reviewers; clients expect their own paths back).
     #[arg(long)]
     pub show_pins: bool,
+    /// Host uids that count as written by a container, besides 0, and are handed back to the
+    /// workspace user after the container stops: `START:COUNT`, the daemon's userns-remap
+    /// range (for example `100000:65536`).
+    #[arg(long, value_name = "START:COUNT", value_parser = parse_id_range)]
+    pub hand_back_ids: Option<IdRange>,
 }
 
 /// The default pin directory: stable per listening socket (FNV-1a of its path).
 fn default_pin_dir(listen: &Path) -> PathBuf {
-    let h = listen.as_os_str().as_encoded_bytes().iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3));
+    let h = listen
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+        });
     PathBuf::from(format!("/run/dockwarden/pins/{h:016x}"))
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
     u32::from_str_radix(s, 8).map_err(|e| format!("not an octal mode: {e}"))
+}
+
+/// `START:COUNT`, both decimal: the host uids `START..START+COUNT`.
+fn parse_id_range(s: &str) -> Result<IdRange, String> {
+    let Some((start, count)) = s.split_once(':') else {
+        return Err(format!(
+            "`{s}` is not `START:COUNT`; for example `100000:65536`"
+        ));
+    };
+    let num = |what: &str, v: &str| {
+        if v.is_empty() {
+            Err(format!(
+                "{what} is missing in `{s}`; for example `100000:65536`"
+            ))
+        } else if !v.bytes().all(|b| b.is_ascii_digit()) {
+            Err(format!("{what} `{v}` of `{s}` is not a decimal number"))
+        } else {
+            v.parse::<u32>()
+                .map_err(|e| format!("{what} `{v}` of `{s}`: {e}"))
+        }
+    };
+    let (start, count) = (num("start", start)?, num("count", count)?);
+    if count == 0 {
+        return Err(format!("`{s}` holds no id; COUNT must be at least 1"));
+    }
+    IdRange::new(start, count)
+        .ok_or_else(|| format!("`{s}` reaches uid {}, which `chown` reserves", u32::MAX))
+}
+
+/// Who chown-back hands files to. A range holding the workspace user's own uid is a mistake
+/// (the daemon's subordinate ids never include it) and refuses to start.
+fn hand_back_owner(uid: u32, gid: u32, hand_back: Option<IdRange>) -> anyhow::Result<Owner> {
+    if hand_back.is_some_and(|r| r.contains(uid)) {
+        bail!(
+            "`--hand-back-ids` includes the workspace user's uid {uid}; pass the daemon's subordinate range, which never does"
+        );
+    }
+    Ok(Owner {
+        uid,
+        gid,
+        hand_back,
+    })
 }
 
 pub fn main(a: ProxyArgs) -> anyhow::Result<()> {
@@ -77,7 +131,9 @@ pub fn main(a: ProxyArgs) -> anyhow::Result<()> {
     // scheduler saves the cross-thread wake-ups between the client connection's task and the
     // pooled upstream connection's task, which dominated the profile on the multi-thread
     // runtime (benches/README.md). Blocking host-path checks still run on the blocking pool.
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(serve(a))
 }
 
@@ -87,15 +143,21 @@ fn init_tracing() {
     // Colour codes only for a terminal: they cost formatting time on every line and make log
     // files harder to grep.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .try_init();
 }
 
 fn load_policy(path: Option<&Path>) -> anyhow::Result<Policy> {
     match path {
         None => Ok(Policy::default_policy()),
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("reading policy file `{}`", p.display()))?;
-            Policy::from_toml(&text).with_context(|| format!("loading policy file `{}`", p.display()))
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("reading policy file `{}`", p.display()))?;
+            Policy::from_toml(&text)
+                .with_context(|| format!("loading policy file `{}`", p.display()))
         }
     }
 }
@@ -108,14 +170,22 @@ fn bind_socket(path: &Path, uid: u32, gid: u32, mode: u32) -> anyhow::Result<Uni
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         use std::os::unix::fs::FileTypeExt;
         if !meta.file_type().is_socket() {
-            bail!("`{}` exists and is not a socket; refusing to replace it", path.display());
+            bail!(
+                "`{}` exists and is not a socket; refusing to replace it",
+                path.display()
+            );
         }
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
-            bail!("`{}` is in use by a running server; refusing to take it over", path.display());
+            bail!(
+                "`{}` is in use by a running server; refusing to take it over",
+                path.display()
+            );
         }
-        std::fs::remove_file(path).with_context(|| format!("removing stale socket `{}`", path.display()))?;
+        std::fs::remove_file(path)
+            .with_context(|| format!("removing stale socket `{}`", path.display()))?;
     }
-    let listener = UnixListener::bind(path).with_context(|| format!("binding `{}`", path.display()))?;
+    let listener =
+        UnixListener::bind(path).with_context(|| format!("binding `{}`", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
     nix::unistd::chown(path, Some(uid.into()), Some(gid.into()))
         .with_context(|| format!("changing owner of `{}`", path.display()))?;
@@ -124,7 +194,10 @@ fn bind_socket(path: &Path, uid: u32, gid: u32, mode: u32) -> anyhow::Result<Uni
 
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         return std::future::pending().await;
     };
     tokio::select! {
@@ -137,21 +210,34 @@ async fn shutdown_signal() {
 async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     let mut policy = load_policy(a.policy.as_deref())?;
     super::budget::apply_cap(&a.budget, &mut policy)?; // surface issue
-    let workspace = a.workspace.canonicalize().with_context(|| format!("workspace `{}`", a.workspace.display()))?;
+    let workspace = a
+        .workspace
+        .canonicalize()
+        .with_context(|| format!("workspace `{}`", a.workspace.display()))?;
     let meta = std::fs::metadata(&workspace)?;
     let (uid, gid) = (a.uid.unwrap_or(meta.uid()), a.gid.unwrap_or(meta.gid()));
+    let owner = hand_back_owner(uid, gid, a.hand_back_ids)?;
     let audit = match &a.audit_log {
-        Some(p) => AuditLog::file(p).with_context(|| format!("opening audit log `{}`", p.display()))?,
+        Some(p) => {
+            AuditLog::file(p).with_context(|| format!("opening audit log `{}`", p.display()))?
+        }
         None => AuditLog::stderr(),
     };
     let upstream_path = a.upstream.display().to_string();
-    let pin_dir = a.pin_dir.clone().unwrap_or_else(|| default_pin_dir(&a.listen));
+    let pin_dir = a
+        .pin_dir
+        .clone()
+        .unwrap_or_else(|| default_pin_dir(&a.listen));
     let upstream = proxy::upstream::client(a.upstream.clone());
     let budget = super::budget::prepare(&a.budget, &policy, &upstream).await?; // surface issue
     let env = Environment {
         workspace: workspace.display().to_string(),
         proxy_socket: a.listen.display().to_string(),
-        daemon_sockets: vec![upstream_path.clone(), "/var/run/docker.sock".into(), "/run/docker.sock".into()],
+        daemon_sockets: vec![
+            upstream_path.clone(),
+            "/var/run/docker.sock".into(),
+            "/run/docker.sock".into(),
+        ],
         cgroup_parent: budget.cgroup_parent,
         memory_budget: budget.memory,
         pids_budget: budget.pids,
@@ -162,7 +248,11 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     }
     let listener = bind_socket(&a.listen, uid, gid, a.socket_mode)?;
     // After the socket: a second proxy on a live socket fails there, with the clearer error.
-    let pins = match crate::hostfs::PinStore::open(&pin_dir, &workspace, &a.upstream.display().to_string()) {
+    let pins = match crate::hostfs::PinStore::open(
+        &pin_dir,
+        &workspace,
+        &a.upstream.display().to_string(),
+    ) {
         Ok(p) => Arc::new(p),
         Err(e) => {
             let _ = std::fs::remove_file(&a.listen);
@@ -170,12 +260,15 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
         }
     };
     // Beside the pin directory's lock: as private as the pins, and per proxy.
-    let created = pin_dir.with_file_name(format!("{}.created.json", pin_dir.file_name().unwrap_or_default().to_string_lossy()));
+    let created = pin_dir.with_file_name(format!(
+        "{}.created.json",
+        pin_dir.file_name().unwrap_or_default().to_string_lossy()
+    ));
     let containers = Arc::new(proxy::containers::Containers::open(Some(created))?);
     containers.spawn(upstream.clone());
-    // Releases pins of destroyed containers and hands root-written files back (reconciles
+    // Releases pins of destroyed containers and hands container-written files back (reconciles
     // with the daemon first, and after every reconnect).
-    let hand_back = crate::hostfs::watch::spawn(pins.clone(), upstream.clone(), crate::hostfs::watch::Owner { uid, gid });
+    let hand_back = crate::hostfs::watch::spawn(pins.clone(), upstream.clone(), owner);
     let shared = Arc::new(Shared {
         policy,
         upstream,
@@ -201,4 +294,62 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(&a.listen);
     pins.close();
     res.context("serving")
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: ProxyArgs,
+    }
+
+    fn parse(extra: &[&str]) -> Result<ProxyArgs, clap::Error> {
+        let args = ["proxy", "--workspace", "/ws"].iter().chain(extra);
+        Cli::try_parse_from(args).map(|c| c.a)
+    }
+
+    #[test]
+    fn hand_back_ids_parses_start_and_count() {
+        assert_eq!(parse(&[]).expect("no flag").hand_back_ids, None);
+        let a = parse(&["--hand-back-ids", "100000:65536"]).expect("a range");
+        assert_eq!(a.hand_back_ids, IdRange::new(100_000, 65_536));
+    }
+
+    #[test]
+    fn hand_back_ids_rejects_malformed_ranges_with_a_clear_error() {
+        for (bad, says) in [
+            ("100000", "is not `START:COUNT`"),
+            ("100000:", "count is missing in `100000:`"),
+            (":65536", "start is missing in `:65536`"),
+            ("-1:10", "start `-1` of `-1:10` is not a decimal number"),
+            ("+1:10", "is not a decimal number"),
+            ("0x10:10", "is not a decimal number"),
+            ("1:2:3", "count `2:3` of `1:2:3` is not a decimal number"),
+            ("4294967296:1", "number too large"),
+            ("100000:0", "COUNT must be at least 1"),
+            ("4294967290:100", "reaches uid 4294967295"),
+        ] {
+            let flag = format!("--hand-back-ids={bad}");
+            let err = parse(&[&flag]).expect_err(bad).to_string();
+            assert!(err.contains(says), "`{bad}`: {err}");
+        }
+    }
+
+    #[test]
+    fn hand_back_ids_holding_the_workspace_uid_refuse_to_start() {
+        let err =
+            hand_back_owner(100_500, 100_500, IdRange::new(100_000, 65_536)).expect_err("refused");
+        assert!(
+            err.to_string()
+                .contains("includes the workspace user's uid 100500"),
+            "{err}"
+        );
+        let o = hand_back_owner(12345, 12345, IdRange::new(100_000, 65_536)).expect("accepted");
+        assert!(o.hands_back(100_000) && !o.hands_back(12345));
+    }
 }

@@ -1,6 +1,7 @@
 //! The pin and chown-back watcher. It follows the daemon's container events (`die`, `stop`,
-//! `destroy`), releases pins when their container is destroyed, and hands root-written files
-//! back once no container that uses a bind source is running, restarting or paused.
+//! `destroy`), releases pins when their container is destroyed, and hands container-written
+//! files back (uid 0, and the daemon's remapped range when it has one: [`Owner`]) once no
+//! container that uses a bind source is running, restarting or paused.
 //!
 //! `die` also fires before a restart-policy restart. The daemon marks the container
 //! `restarting` before it emits `die`, and inspect (which waits for the container's lock)
@@ -17,9 +18,10 @@ use bytes::BytesMut;
 use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
+pub use super::chown::{IdRange, Owner};
 use super::chown::{Summary, Walker};
-use super::plan::{self, Plan};
 use super::pins::{PinEntry, PinStore};
+use super::plan::{self, Plan};
 use crate::proxy::body;
 use crate::proxy::upstream::{self, Upstream};
 
@@ -28,13 +30,6 @@ const STEP: u64 = 10_000;
 /// Entries per chown job; a larger tree is finished by the next event or reconciliation.
 const LIMIT: u64 = 2_000_000;
 const RECONCILE_EVERY: Duration = Duration::from_secs(300);
-
-/// Who gets root-written files back.
-#[derive(Debug, Clone, Copy)]
-pub struct Owner {
-    pub uid: u32,
-    pub gid: u32,
-}
 
 struct Job {
     root: OwnedFd,
@@ -59,7 +54,9 @@ impl HandBack {
                 Ok(root) => {
                     let _ = self.tx.send(Job { root, entry, why });
                 }
-                Err(err) => tracing::warn!(pin = %entry.pin, "cannot open pin for chown-back: {err}"),
+                Err(err) => {
+                    tracing::warn!(pin = %entry.pin, "cannot open pin for chown-back: {err}")
+                }
             }
         }
     }
@@ -85,7 +82,11 @@ struct Listing {
 async fn get_json(up: &Upstream, path: &str) -> anyhow::Result<serde_json::Value> {
     let req = http::Request::get(upstream::uri(path)?).body(body::empty())?;
     let resp = up.request(req).await?;
-    anyhow::ensure!(resp.status().is_success(), "daemon answered {} to `{path}`", resp.status());
+    anyhow::ensure!(
+        resp.status().is_success(),
+        "daemon answered {} to `{path}`",
+        resp.status()
+    );
     let bytes = resp.into_body().collect().await?.to_bytes();
     Ok(serde_json::from_slice(&bytes)?)
 }
@@ -93,12 +94,25 @@ async fn get_json(up: &Upstream, path: &str) -> anyhow::Result<serde_json::Value
 async fn list(up: &Upstream, store: &PinStore) -> anyhow::Result<Listing> {
     let v = get_json(up, "/containers/json?all=1").await?;
     let prefix = format!("{}/", store.dir().display());
-    let mut l = Listing { states: BTreeMap::new(), referenced: BTreeMap::new(), sources: BTreeSet::new() };
+    let mut l = Listing {
+        states: BTreeMap::new(),
+        referenced: BTreeMap::new(),
+        sources: BTreeSet::new(),
+    };
     for c in v.as_array().map(Vec::as_slice).unwrap_or_default() {
         let id = c["Id"].as_str().unwrap_or_default().to_owned();
-        l.states.insert(id.clone(), c["State"].as_str().unwrap_or_default().to_owned());
-        for m in c["Mounts"].as_array().map(Vec::as_slice).unwrap_or_default() {
-            let Some(src) = m["Source"].as_str() else { continue };
+        l.states.insert(
+            id.clone(),
+            c["State"].as_str().unwrap_or_default().to_owned(),
+        );
+        for m in c["Mounts"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            let Some(src) = m["Source"].as_str() else {
+                continue;
+            };
             if src.starts_with(&prefix) {
                 l.referenced.insert(src.to_owned(), id.clone());
             }
@@ -127,7 +141,11 @@ fn execute(store: &PinStore, tx: &mpsc::UnboundedSender<Job>, plan: Plan) {
 
 /// Brings pins in line with the daemon: orphans are handed back and released, pins of
 /// stopped containers are handed back, and pins of proxies that are gone are collected.
-async fn reconcile(store: &PinStore, up: &Upstream, tx: &mpsc::UnboundedSender<Job>) -> anyhow::Result<()> {
+async fn reconcile(
+    store: &PinStore,
+    up: &Upstream,
+    tx: &mpsc::UnboundedSender<Job>,
+) -> anyhow::Result<()> {
     let before = store.settled();
     let l = list(up, store).await?;
     store.adopt(&l.referenced);
@@ -135,11 +153,22 @@ async fn reconcile(store: &PinStore, up: &Upstream, tx: &mpsc::UnboundedSender<J
     let released = p.release.len();
     execute(store, tx, p);
     let orphans = store.collect_orphans(&l.sources);
-    tracing::info!(pins = store.entries().len(), released, orphans, "pins reconciled with the daemon");
+    tracing::info!(
+        pins = store.entries().len(),
+        released,
+        orphans,
+        "pins reconciled with the daemon"
+    );
     Ok(())
 }
 
-async fn on_event(store: &PinStore, up: &Upstream, tx: &mpsc::UnboundedSender<Job>, action: &str, id: &str) -> anyhow::Result<()> {
+async fn on_event(
+    store: &PinStore,
+    up: &Upstream,
+    tx: &mpsc::UnboundedSender<Job>,
+    action: &str,
+    id: &str,
+) -> anyhow::Result<()> {
     if store.pins_of(id).is_empty() {
         return Ok(());
     }
@@ -149,10 +178,22 @@ async fn on_event(store: &PinStore, up: &Upstream, tx: &mpsc::UnboundedSender<Jo
         // takes the container's lock, so it answers after the exit was recorded (`exited`, or
         // `restarting` when a restart policy will bring it back).
         let v = get_json(up, &format!("/containers/{}/json", pct(id))).await?;
-        l.states.insert(id.to_owned(), v["State"]["Status"].as_str().unwrap_or_default().to_owned());
+        l.states.insert(
+            id.to_owned(),
+            v["State"]["Status"].as_str().unwrap_or_default().to_owned(),
+        );
     }
-    tracing::debug!(container.id = id, event = action, state = l.states.get(id).map(String::as_str).unwrap_or("gone"), "container event");
-    execute(store, tx, plan::on_event(action, id, &store.entries(), &l.states));
+    tracing::debug!(
+        container.id = id,
+        event = action,
+        state = l.states.get(id).map(String::as_str).unwrap_or("gone"),
+        "container event"
+    );
+    execute(
+        store,
+        tx,
+        plan::on_event(action, id, &store.entries(), &l.states),
+    );
     Ok(())
 }
 
@@ -169,11 +210,21 @@ async fn follow(store: Arc<PinStore>, up: Upstream, tx: mpsc::UnboundedSender<Jo
     }
 }
 
-async fn follow_once(store: &PinStore, up: &Upstream, tx: &mpsc::UnboundedSender<Job>) -> anyhow::Result<()> {
+async fn follow_once(
+    store: &PinStore,
+    up: &Upstream,
+    tx: &mpsc::UnboundedSender<Job>,
+) -> anyhow::Result<()> {
     let filters = r#"{"type":["container"],"event":["die","stop","destroy"]}"#;
     let path = format!("/events?filters={}", pct(filters));
-    let resp = up.request(http::Request::get(upstream::uri(&path)?).body(body::empty())?).await?;
-    anyhow::ensure!(resp.status().is_success(), "daemon answered {} to `/events`", resp.status());
+    let resp = up
+        .request(http::Request::get(upstream::uri(&path)?).body(body::empty())?)
+        .await?;
+    anyhow::ensure!(
+        resp.status().is_success(),
+        "daemon answered {} to `/events`",
+        resp.status()
+    );
     let mut stream = resp.into_body();
     reconcile(store, up, tx).await?;
     let mut buf = BytesMut::new();
@@ -190,28 +241,47 @@ async fn follow_once(store: &PinStore, up: &Upstream, tx: &mpsc::UnboundedSender
             }
         };
         let Some(frame) = frame else { return Ok(()) };
-        let Ok(data) = frame?.into_data() else { continue };
+        let Ok(data) = frame?.into_data() else {
+            continue;
+        };
         buf.extend_from_slice(&data);
         while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
             let line = buf.split_to(nl + 1);
-            let Ok(ev) = serde_json::from_slice::<serde_json::Value>(&line) else { continue };
+            let Ok(ev) = serde_json::from_slice::<serde_json::Value>(&line) else {
+                continue;
+            };
             let action = ev["Action"].as_str().unwrap_or_default();
-            let id = ev["Actor"]["ID"].as_str().or(ev["id"].as_str()).unwrap_or_default();
+            let id = ev["Actor"]["ID"]
+                .as_str()
+                .or(ev["id"].as_str())
+                .unwrap_or_default();
             if let Err(e) = on_event(store, up, tx, action, id).await {
-                tracing::warn!(container.id = id, event = action, "handling container event: {e}");
+                tracing::warn!(
+                    container.id = id,
+                    event = action,
+                    "handling container event: {e}"
+                );
             }
         }
     }
 }
 
 fn pct(s: &str) -> String {
-    s.bytes().map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 /// Runs chown jobs one at a time, each in bounded blocking steps.
 async fn worker(mut rx: mpsc::UnboundedReceiver<Job>, owner: Owner) {
     while let Some(job) = rx.recv().await {
-        let mut w = match Walker::new(job.root, owner.uid, owner.gid) {
+        let mut w = match Walker::new(job.root, owner) {
             Ok(w) => w,
             Err(e) => {
                 tracing::warn!(pin = %job.entry.pin, "chown-back cannot start: {e}");
@@ -243,7 +313,7 @@ fn log_summary(e: &PinEntry, why: &str, s: &Summary) {
         visited = s.visited,
         chowned = s.chowned,
         skipped.other_fs = s.skipped_other_fs,
-        skipped.devices = s.skipped_devices,
+        removed.devices = s.removed_devices,
         skipped.hardlinks = s.skipped_hardlinks,
         skipped.deep = s.skipped_deep,
         cleared.setid = s.cleared_setid,

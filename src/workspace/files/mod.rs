@@ -8,3 +8,6 @@ mod tree;
 
 pub use ops::{FileInfo, FileKind, Files, MAX_IO_BYTES};
 pub use resolve::clean_rel;
+
+#[cfg(test)]
+mod tests;

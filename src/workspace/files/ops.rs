@@ -1,4 +1,7 @@
 //! File operations: read, write, list, exists, info, mkdir, rename, copy, remove.
+//!
+//! Reads and copies open only regular files for reading (`resolve::open_regular`): FIFOs,
+//! sockets and devices are refused with `invalid` before anything opens them.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -11,7 +14,7 @@ use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat, mkdirat};
 use nix::unistd::{Gid, Uid, fchown, fchownat};
 use serde::{Deserialize, Serialize};
 
-use super::resolve::{map_errno, open_beneath, open_root, parent_of};
+use super::resolve::{map_errno, open_beneath, open_regular, open_root, parent_of};
 use super::tree;
 use crate::workspace::error::{WsError, WsResult};
 use crate::workspace::model::random_hex;
@@ -89,16 +92,7 @@ impl Files {
     }
 
     pub fn read(&self, rel: &str) -> WsResult<Vec<u8>> {
-        let fd = open_beneath(
-            &self.root,
-            rel,
-            OFlag::O_RDONLY | OFlag::O_NOFOLLOW,
-            Mode::empty(),
-        )?;
-        let st = fstat(&fd).map_err(|e| WsError::errno(rel, e))?;
-        if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) != SFlag::S_IFREG {
-            return Err(WsError::Invalid(format!("`{rel}` is not a regular file")));
-        }
+        let (fd, st) = open_regular(&self.root, rel, "")?;
         let too_large = |size| WsError::TooLarge {
             path: rel.to_string(),
             size,
@@ -256,18 +250,7 @@ impl Files {
 
     /// Copies a regular file (atomically at the destination, keeping its mode).
     pub fn copy(&self, from: &str, to: &str) -> WsResult<()> {
-        let fd = open_beneath(
-            &self.root,
-            from,
-            OFlag::O_RDONLY | OFlag::O_NOFOLLOW,
-            Mode::empty(),
-        )?;
-        let st = fstat(&fd).map_err(|e| WsError::errno(from, e))?;
-        if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) != SFlag::S_IFREG {
-            return Err(WsError::Invalid(format!(
-                "`{from}` is not a regular file; copy directories with exec `cp -r`"
-            )));
-        }
+        let (fd, st) = open_regular(&self.root, from, "; copy directories with exec `cp -r`")?;
         self.write_from(to, &mut File::from(fd), st.st_mode & 0o777)
     }
 

@@ -5,12 +5,12 @@
 //! even if the workspace user changes the tree while the (root) service works on it.
 
 use std::ffi::CString;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
-use nix::sys::stat::Mode;
+use nix::sys::stat::{FileStat, Mode, SFlag, fstat};
 
 use crate::workspace::error::{WsError, WsResult};
 
@@ -73,6 +73,48 @@ pub(super) fn open_beneath(
         Errno::ELOOP | Errno::EXDEV => super::symlink::refusal(root, rel),
         e => map_errno(rel, e),
     })
+}
+
+/// What a file of this type is, for messages.
+fn kind_name(st: &FileStat) -> &'static str {
+    match SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) {
+        k if k == SFlag::S_IFDIR => "a directory",
+        k if k == SFlag::S_IFLNK => "a symlink",
+        k if k == SFlag::S_IFIFO => "a FIFO",
+        k if k == SFlag::S_IFSOCK => "a socket",
+        k if k == SFlag::S_IFCHR => "a character device",
+        k if k == SFlag::S_IFBLK => "a block device",
+        _ => "not a file",
+    }
+}
+
+/// Opens `rel` (already cleaned) beneath `root` for reading, once it is known to be a
+/// regular file: opened for reading first, a FIFO would block (a thread per request, for
+/// ever) and a device would be opened before its type was seen. `dir_hint` is added to the
+/// refusal of a directory.
+pub(super) fn open_regular(
+    root: &OwnedFd,
+    rel: &str,
+    dir_hint: &str,
+) -> WsResult<(OwnedFd, FileStat)> {
+    // O_PATH opens nothing for I/O; a symlink as the last component still fails to resolve.
+    let path = open_beneath(root, rel, OFlag::O_PATH, Mode::empty())?;
+    let st = fstat(&path).map_err(|e| WsError::errno(rel, e))?;
+    let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
+    if kind != SFlag::S_IFREG {
+        let hint = if kind == SFlag::S_IFDIR { dir_hint } else { "" };
+        return Err(WsError::Invalid(format!(
+            "`{rel}` is {}, not a regular file{hint}",
+            kind_name(&st)
+        )));
+    }
+    // INVARIANT: the magic link reopens the inode checked above (a file's type never changes),
+    // with no name looked up again; O_NONBLOCK in case that invariant is ever broken.
+    let proc = format!("/proc/self/fd/{}", path.as_raw_fd());
+    let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let fd = nix::fcntl::open(proc.as_str(), flags, Mode::empty())
+        .map_err(|e| WsError::errno(rel, e))?;
+    Ok((fd, st))
 }
 
 /// Splits a cleaned non-root path into its parent directory and its name. The parent is
