@@ -1,6 +1,7 @@
 //! Runs workspace commands as real processes: own uid/gid, own process group, umask 022,
 //! a clean environment, and the worktree as cwd.
 
+use std::path::Path;
 use std::collections::{HashMap, HashSet};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -137,7 +138,7 @@ impl LocalRuntime {
     ) -> std::io::Result<tokio::process::Child> {
         let name = crate::workspace::resources::cgroup::name_of(spec.uid);
         let cg = self.cgroup.as_ref().filter(|h| h.exists(&name));
-        let mut go = move || match cg {
+        let go = move || match cg {
             Some(h) => crate::workspace::resources::cgroup::spawn_joined(
                 h,
                 &name,
@@ -146,11 +147,99 @@ impl LocalRuntime {
             ),
             None => cmd.spawn(),
         };
-        match &spec.netns {
-            Some(ns) => super::docker::netns::spawn_in(ns, go),
-            None => go(),
-        }
+        // The wide ones first: a later bind above the worktree would otherwise hide its own.
+        let writable = [
+            Path::new("/tmp"),
+            Path::new("/var/tmp"),
+            Path::new("/dev/shm"),
+            spec.worktree.as_path(),
+            spec.home.as_path(),
+        ];
+        let nosuid: &[&Path] = if self.setuid { &writable } else { &[] };
+        spawn_unprivileged(spec.netns.as_deref(), nosuid, go)
     }
+}
+
+/// Runs `spawn` on a fresh thread that set `PR_SET_NO_NEW_PRIVS` (and joined the network
+/// namespace `ns`, if any) first, keeping the tokio runtime context. The flag is inherited
+/// by the child and everything it runs and cannot be cleared: no setuid or setgid file, and
+/// no file capability, raises the privileges of a workspace process, whatever made it
+/// (issue 23).
+///
+/// With `nosuid` paths, the thread first enters a mount namespace of its own (a copy of the
+/// host's, every mount a slave so nothing propagates back) in which each of those paths is
+/// a `nosuid,nodev` mount: the workspace's processes see the worktree, its HOME and the
+/// temporary directories without set-id or device semantics, with or without disk images.
+/// The namespace goes with the last process in it; the host's mounts are not touched.
+///
+/// INVARIANT: every process the service starts for a workspace (exec, the setup, run,
+/// archive and inspect scripts, and with them the `sudo` shim) is spawned here. The flag and
+/// the namespace are set on a thread of their own, never on a runtime worker, so the
+/// service's other children (dockerd, containerd, the proxy) inherit neither.
+pub(crate) fn spawn_unprivileged<T: Send>(
+    ns: Option<&Path>,
+    nosuid: &[&Path],
+    spawn: impl FnOnce() -> std::io::Result<T> + Send,
+) -> std::io::Result<T> {
+    let handle = tokio::runtime::Handle::try_current().ok();
+    let ns = ns.map(std::fs::File::open).transpose()?;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let _ctx = handle.as_ref().map(|h| h.enter());
+            if !nosuid.is_empty() {
+                nosuid_namespace(nosuid)?;
+            }
+            nix::sys::prctl::set_no_new_privs().map_err(std::io::Error::from)?;
+            if let Some(f) = &ns {
+                nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET)
+                    .map_err(std::io::Error::from)?;
+            }
+            spawn()
+        })
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("spawning thread panicked")))
+    })
+}
+
+/// On the calling thread: a private mount namespace where each of `paths` is `nosuid,nodev`.
+/// A path that is already both (a disk image) is left as it is; one that is missing is
+/// skipped (a worktree not made yet has nothing to run).
+fn nosuid_namespace(paths: &[&Path]) -> std::io::Result<()> {
+    use nix::mount::{MsFlags, mount};
+    use nix::sys::statvfs::{FsFlags, statvfs};
+    let err = |what: &str, p: &Path, e: nix::Error| {
+        std::io::Error::other(format!("{what} `{}`: {e}", p.display()))
+    };
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS | nix::sched::CloneFlags::CLONE_FS)
+        .map_err(|e| err("a mount namespace for", Path::new("/"), e))?;
+    // Nothing mounted here may reach the host's namespace, whatever its propagation.
+    mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_SLAVE, None::<&str>)
+        .map_err(|e| err("making mounts slaves under", Path::new("/"), e))?;
+    for &p in paths {
+        let Ok(st) = statvfs(p) else { continue };
+        let flags = st.flags();
+        if flags.contains(FsFlags::ST_NOSUID) && flags.contains(FsFlags::ST_NODEV) {
+            continue;
+        }
+        // Recursive: mounts below (a worktree's disk image under `/tmp`) stay visible.
+        mount(Some(p), p, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
+            .map_err(|e| err("binding", p, e))?;
+        let mut keep = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+        for (have, want) in [
+            (FsFlags::ST_RDONLY, MsFlags::MS_RDONLY),
+            (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+            (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+            (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+            (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+        ] {
+            if flags.contains(have) {
+                keep |= want;
+            }
+        }
+        mount(None::<&str>, p, None::<&str>, keep, None::<&str>)
+            .map_err(|e| err("remounting nosuid,nodev", p, e))?;
+    }
+    Ok(())
 }
 
 impl Default for LocalRuntime {

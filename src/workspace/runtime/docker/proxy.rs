@@ -66,6 +66,10 @@ pub fn args_with(
         s(&layout.daemon_json),
         "--policy".into(),
         s(&layout.policy),
+        // Container users other than root are the workspace's subordinate ids (userns-remap):
+        // what they write into binds is handed back like root's (`subid.rs`).
+        "--hand-back-ids".into(),
+        layout.ranges.hand_back(),
     ]
 }
 
@@ -143,6 +147,28 @@ mod tests {
         assert_eq!(budget(None), ("0.5".to_string(), "0.5".to_string()));
         assert_eq!(budget(Some((None, Some(100)))), ("0.5".to_string(), "50".to_string()));
         assert_eq!(flag("--policy"), Some(layout.policy.display().to_string()));
+    }
+
+    /// The argv the service builds is read by the proxy's own parser: a renamed or removed
+    /// flag fails here, not in every docker-compose workspace at run time.
+    #[test]
+    fn the_proxy_parses_the_arguments_the_service_passes() {
+        use clap::Parser;
+        #[derive(Debug, Parser)]
+        struct Cli {
+            #[command(flatten)]
+            a: crate::cli::proxy::ProxyArgs,
+        }
+        let layout = Layout::new(Path::new("/s/workspaces/a"), 20001);
+        let argv = args_with(&layout, Path::new("/w"), 20001, 20001, None);
+        let parsed = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{e}")).a;
+        assert_eq!(parsed.uid, Some(20001));
+        let r = layout.ranges;
+        assert_eq!(
+            parsed.hand_back_ids,
+            crate::hostfs::watch::IdRange::new(r.base, super::super::subid::SUB_LEN),
+            "container users' files are handed back"
+        );
     }
 
     #[test]
