@@ -274,6 +274,36 @@ fn create(image: &Path, worktree: &Path, uid: u32, bytes: u64) -> Result<(), Str
     Ok(())
 }
 
+/// The private daemon's data root (images, containers, volumes, build cache, logs) on an
+/// XFS image of its own, as large as the worktree's disk, so the disk size bounds what the
+/// workspace's containers write too. Made on first use, mounted on `at` when it is not, and
+/// grown online (never shrunk) to follow the worktree's disk. Mounted without
+/// `nosuid,nodev`: image layers keep their set-id files and overlay whiteouts; everything in
+/// it is owned by the workspace's remapped ids, never by host root (`userns-remap`).
+pub fn ensure_data(image: &Path, at: &Path, uid: u32, bytes: u64) -> Result<(), String> {
+    let bytes = bytes.max(MIN_DISK);
+    if !image.exists() {
+        mkfs(image, bytes, uid)?;
+    }
+    if !is_mount(at) {
+        std::fs::create_dir_all(at).map_err(|e| format!("{}: {e}", at.display()))?;
+        let (img, dir) = (image.display().to_string(), at.display().to_string());
+        run("mount", &["-o", "loop", &img, &dir], &[])?;
+        info!(at = %dir, size = bytes, "daemon data root on its own XFS image");
+    }
+    let len = std::fs::metadata(image).map_err(|e| e.to_string())?.len();
+    if bytes > len {
+        grow(image, at, bytes)?;
+    }
+    Ok(())
+}
+
+/// The size of the filesystem `path` is on, in bytes.
+pub fn size_of(path: &Path) -> Option<u64> {
+    let st = nix::sys::statvfs::statvfs(path).ok()?;
+    Some(st.blocks() as u64 * st.fragment_size() as u64)
+}
+
 /// Online growth: extend the sparse image, refresh the loop device, `xfs_growfs`.
 fn grow(image: &Path, worktree: &Path, bytes: u64) -> Result<(), String> {
     let f = std::fs::OpenOptions::new()

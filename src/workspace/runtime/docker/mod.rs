@@ -110,6 +110,11 @@ impl Layout {
         self.data_root.join(format!("{}.{}", self.ranges.uid, self.ranges.gid))
     }
 
+    /// The data root's own disk image, when the worktree has one.
+    pub fn data_image(&self) -> PathBuf {
+        self.dir.join("data.img")
+    }
+
     /// `DOCKER_HOST` for the workspace's commands.
     pub fn docker_host(&self) -> String {
         format!("unix://{}", self.proxy_socket.display())
@@ -176,6 +181,14 @@ impl DockerRuntime {
         let t0 = std::time::Instant::now();
         for d in [&l.dir, &l.data_root, &l.exec_root] {
             std::fs::create_dir_all(d).map_err(io_err(d))?;
+        }
+        // A worktree on a disk image: the daemon's data root gets one of the same size, so
+        // what containers write is bounded too (`disk::ensure_data`).
+        use crate::workspace::resources::disk;
+        if disk::is_mount(&spec.worktree) {
+            let bytes = disk::size_of(&spec.worktree).unwrap_or(disk::MIN_DISK);
+            disk::ensure_data(&l.data_image(), &l.data_root, spec.uid, bytes)
+                .map_err(|e| WsError::Internal(format!("the daemon's data disk: {e}")))?;
         }
         // Root's, searchable by the workspace's group alone: dockerd refuses a data root whose
         // parents its remapped root (the workspace uid) cannot search. Everything inside is
