@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::*;
+use crate::workspace::worktree;
 
 /// A uid and gid no account has, for the repository owner; [`OTHER_UID`] is a second one.
 pub(crate) const TEST_UID: u32 = 47_011;
@@ -317,4 +318,141 @@ fn git_on_a_private_repository_works_only_as_its_owner() {
     );
     let other = rev_parse(Some((OTHER_UID, OTHER_UID)));
     assert!(!other.status.success());
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(f)
+}
+
+#[test]
+fn a_promisor_remote_with_ssh_command_runs_nothing_during_clone() {
+    if !root() {
+        return;
+    }
+    let dir = tempdir();
+    let m = Markers::new(dir.path());
+    // Another user's repository with a missing blob: its upload-pack would fetch it lazily.
+    let partial = hostile_repo(dir.path(), "partial", &m, true);
+    chown_r(&partial, TEST_UID);
+    let dest = dir.path().join("dest-partial");
+    let src = partial.display().to_string();
+    let err = block_on(worktree::clone(&src, None, &dest)).expect_err("cannot be cloned whole");
+    assert!(err.to_string().contains("lazy fetch"), "{err}");
+    assert_eq!(m.left(), Vec::<String>::new());
+
+    // A whole one: cloned, checked out at a revision, and still nothing ran.
+    let whole = hostile_repo(dir.path(), "whole", &m, false);
+    chown_r(&whole, TEST_UID);
+    let dest = dir.path().join("dest-whole");
+    let src = whole.display().to_string();
+    block_on(worktree::clone(&src, Some("v1"), &dest)).expect("clone");
+    assert_eq!(m.left(), Vec::<String>::new());
+    assert!(dest.join("compose.yaml").is_file());
+    let config = fs::read_to_string(dest.join(".git/config")).expect("config");
+    assert!(!config.contains("markers"), "{config}");
+}
+
+#[test]
+fn a_clone_of_another_users_repository_is_served_as_that_user() {
+    if !root() {
+        return;
+    }
+    let dir = tempdir();
+    // Owned by TEST_UID and private to it: git serves it only to its owner.
+    let src = dir.path().join("src");
+    fs::create_dir(&src).expect("mkdir");
+    run_git(&src, &["init", "-q"]);
+    fs::write(src.join("f"), "x\n").expect("write");
+    run_git(&src, &["add", "f"]);
+    run_git(&src, &["commit", "-qm", "one"]);
+    chown_r(&src, TEST_UID);
+    fs::set_permissions(&src, fs::Permissions::from_mode(0o700)).expect("chmod");
+    assert_eq!(worktree::source_owner(&src), Some((TEST_UID, TEST_UID)));
+    let dest = dir.path().join("dest");
+    block_on(worktree::clone(&src.display().to_string(), None, &dest)).expect("clone");
+    assert_eq!(fs::read_to_string(dest.join("f")).expect("read"), "x\n");
+
+    // Its `.git` swapped for a link to a repository only root can read: served as the
+    // owner, so refused.
+    let secret = dir.path().join("secret");
+    fs::create_dir(&secret).expect("mkdir");
+    run_git(&secret, &["init", "-q"]);
+    fs::write(secret.join("s"), "root only\n").expect("write");
+    run_git(&secret, &["add", "s"]);
+    run_git(&secret, &["commit", "-qm", "secret"]);
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o700)).expect("chmod");
+    let lure = dir.path().join("lure");
+    fs::create_dir(&lure).expect("mkdir");
+    std::os::unix::fs::symlink(secret.join(".git"), lure.join(".git")).expect("symlink");
+    chown_r(&lure, TEST_UID);
+    let dest = dir.path().join("dest-lure");
+    let err = block_on(worktree::clone(&lure.display().to_string(), None, &dest))
+        .expect_err("a root-only repository behind a link");
+    assert!(!dest.join("s").exists(), "{err}");
+}
+
+#[test]
+fn a_clone_shares_no_inode_with_its_source() {
+    use std::collections::HashSet;
+    use std::os::unix::fs::MetadataExt;
+
+    if !root() {
+        return;
+    }
+    let dir = tempdir();
+    let src = dir.path().join("src");
+    fs::create_dir(&src).expect("mkdir");
+    run_git(&src, &["init", "-q"]);
+    fs::write(src.join("f"), "x\n").expect("write");
+    run_git(&src, &["add", "f"]);
+    run_git(&src, &["commit", "-qm", "one"]);
+    let dest = dir.path().join("dest");
+    block_on(worktree::clone(&src.display().to_string(), None, &dest)).expect("clone");
+    worktree::chown_tree(&dest, Some((TEST_UID, TEST_UID))).expect("chown");
+
+    // Every object file of the source is still root's, and none is one of the clone's inodes.
+    let walk = |root: &Path| -> Vec<fs::Metadata> {
+        let out = Command::new("find")
+            .arg(root.join(".git/objects"))
+            .args(["-type", "f"])
+            .output()
+            .expect("find");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| fs::symlink_metadata(l).expect("stat"))
+            .collect()
+    };
+    let theirs: HashSet<(u64, u64)> = walk(&dest).iter().map(|m| (m.dev(), m.ino())).collect();
+    let ours = walk(&src);
+    assert!(!ours.is_empty());
+    for m in &ours {
+        assert_eq!(m.uid(), 0);
+        assert!(!theirs.contains(&(m.dev(), m.ino())));
+    }
+}
+
+#[test]
+fn sources_are_local_as_git_tells_them_from_urls() {
+    let cases: &[(&str, Option<&str>)] = &[
+        ("/srv/repo", Some("/srv/repo")),
+        ("relative/repo", Some("relative/repo")),
+        ("file:///srv/repo", Some("/srv/repo")),
+        ("https://example.com/r.git", None),
+        ("ssh://host/r", None),
+        ("git@host:r.git", None),
+        ("host:/r", None),
+        ("ext::sh -c x", None),
+        ("./a:b", Some("./a:b")),
+    ];
+    for (repo, want) in cases {
+        assert_eq!(
+            worktree::local_path(repo).as_deref(),
+            want.map(Path::new),
+            "{repo}"
+        );
+    }
 }
