@@ -11,6 +11,7 @@ pub mod error;
 mod fdnames;
 pub mod events;
 pub mod files;
+pub(crate) mod gitsafe;
 pub mod human;
 mod idle;
 pub mod lock;

@@ -33,7 +33,8 @@ impl Service {
     /// The runtime for `ws`: the caller's `runtime`, else the settings file's, else the
     /// repository's evidence, else `standard` (`runtime::select`, bounded by its `Limits`).
     /// A cloned repository is read at the checked-out commit (`GitView` at `HEAD`, which is
-    /// the revision being provisioned); anything else as the tree on disk (`DirView`).
+    /// the revision being provisioned; git runs as the workspace uid, `gitsafe`); anything
+    /// else as the tree on disk (`DirView`).
     /// `script` is a repository-local file read by the same rules (`reprovision`), never run.
     pub(crate) async fn select_runtime(
         &self,
@@ -43,9 +44,10 @@ impl Service {
     ) -> WsResult<Selection> {
         let wt = self.worktree(&ws.id);
         let git = ws.repo.is_some() && script.is_none() && wt.join(".git").is_dir();
+        let owner = self.owner(ws);
         tokio::task::spawn_blocking(move || -> WsResult<Selection> {
             let view: Box<dyn RepoView> = if git {
-                Box::new(GitView::open(&wt, "HEAD").map_err(|e| WsError::io(&wt, e))?)
+                Box::new(GitView::open(&wt, "HEAD", owner).map_err(|e| WsError::io(&wt, e))?)
             } else {
                 Box::new(DirView::new(&wt))
             };

@@ -260,7 +260,7 @@ impl Service {
         worktree::prepare_dirs(&self.ws_dir(&ws.id), &self.home(&ws.id), owner)?;
         let wt = self.worktree(&ws.id);
         if let Some(repo) = &req.repo {
-            worktree::clone(repo, req.revision.as_deref(), &wt, &self.ws_dir(&ws.id)).await?;
+            worktree::clone(repo, req.revision.as_deref(), &wt).await?;
             worktree::chown_tree(&wt, owner)?;
         } else if let Some(from) = &req.from {
             let (_, sha) = self

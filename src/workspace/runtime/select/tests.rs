@@ -425,7 +425,7 @@ fn git_view_reads_the_revision_not_the_worktree() {
     // Uncommitted: gone from the worktree, still in HEAD.
     std::fs::remove_file(d.join("compose.yaml")).expect("rm");
 
-    let at_first = GitView::open(d, &first).expect("open");
+    let at_first = GitView::open(d, &first, None).expect("open");
     let s = select(&at_first, None, &Limits::default());
     assert_eq!(
         (s.runtime, s.source),
@@ -433,7 +433,7 @@ fn git_view_reads_the_revision_not_the_worktree() {
         "{s:?}"
     );
 
-    let head = GitView::open(d, "main").expect("open");
+    let head = GitView::open(d, "main", None).expect("open");
     let s = select(&head, None, &Limits::default());
     assert_eq!(
         (s.runtime, s.source),
@@ -449,7 +449,75 @@ fn git_view_reads_the_revision_not_the_worktree() {
     let blob = head.read("README.md", 100).expect("read").expect("blob");
     assert_eq!((blob.data, blob.truncated), (b"x\n".to_vec(), false));
     assert_eq!(head.read("nope", 100).expect("read"), None);
-    assert!(GitView::open(d, "no-such-rev").is_err());
+    assert!(GitView::open(d, "no-such-rev", None).is_err());
+}
+
+/// The attack of issue 23: a workspace's repository with a promisor remote whose
+/// `core.sshCommand` (and every other key and hook that runs a program) is the user's, and a
+/// missing blob the selector reads, so git would fetch it lazily. Selection runs git as the
+/// workspace uid and nothing in the repository runs at all.
+#[test]
+fn a_promisor_remote_with_ssh_command_runs_nothing_during_selection() {
+    use crate::workspace::gitsafe::tests as g;
+    if !g::root() {
+        return;
+    }
+    let dir = g::tempdir();
+    let m = g::Markers::new(dir.path());
+    let repo = g::hostile_repo(dir.path(), "ws", &m, true);
+    g::chown_r(&repo, g::TEST_UID);
+    let view = GitView::open(&repo, "HEAD", Some((g::TEST_UID, g::TEST_UID))).expect("open");
+    let listed = view.list(5, 100).expect("list");
+    assert!(
+        listed.files.iter().any(|f| f == "compose.yaml"),
+        "{listed:?}"
+    );
+    // Missing and not fetched; the reader stays usable.
+    assert_eq!(view.read("compose.yaml", 1000).expect("read"), None);
+    let readme = view.read("README.md", 100).expect("read").expect("blob");
+    assert_eq!(readme.data, b"hello\n");
+    let _ = select(&view, None, &Limits::default());
+    drop(view);
+    assert_eq!(m.left(), Vec::<String>::new());
+
+    // A service that does not isolate users reads its own repository as itself: the other
+    // walls (no transport, no lazy fetch, overrides) hold alone.
+    let own = g::hostile_repo(dir.path(), "own", &m, true);
+    let view = GitView::open(&own, "v1", None).expect("open");
+    assert_eq!(view.read("compose.yaml", 1000).expect("read"), None);
+    assert!(view.list(5, 100).is_ok());
+    drop(view);
+    assert_eq!(m.left(), Vec::<String>::new());
+}
+
+/// The selection's git runs as the owner: a private repository of another uid is not read.
+#[test]
+fn git_view_runs_as_the_workspace_uid() {
+    use crate::workspace::gitsafe::tests as g;
+    if !g::root() {
+        return;
+    }
+    let dir = g::tempdir();
+    let d = dir.path().join("r");
+    std::fs::create_dir(&d).expect("mkdir");
+    git(&d, &["init", "-q", "-b", "main"]);
+    std::fs::write(d.join("compose.yaml"), "services: {}\n").expect("write");
+    git(&d, &["add", "."]);
+    git(&d, &["commit", "-qm", "one"]);
+    g::chown_r(&d, g::TEST_UID);
+    std::fs::set_permissions(&d, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .expect("chmod");
+    let view = GitView::open(&d, "HEAD", Some((g::TEST_UID, g::TEST_UID))).expect("open");
+    assert!(view.read("compose.yaml", 100).expect("read").is_some());
+    let err = GitView::open(&d, "HEAD", Some((g::OTHER_UID, g::OTHER_UID)))
+        .err()
+        .expect("another uid cannot read it");
+    assert!(err.to_string().contains("unknown revision `HEAD`"), "{err}");
+    // Root would read it, but git refuses a repository that is not its user's.
+    let err = GitView::open(&d, "HEAD", None)
+        .err()
+        .expect("root is refused");
+    assert!(err.to_string().contains("dubious ownership"), "{err}");
 }
 
 #[test]

@@ -7,13 +7,15 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Mutex;
 
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::Mode;
+
+use crate::workspace::gitsafe;
 
 /// Directories never listed: dependency and build trees, whose manifests are not the project's.
 pub const SKIP_DIRS: &[&str] = &[
@@ -141,10 +143,12 @@ impl RepoView for DirView {
 
 /// One git revision of a repository (a worktree or a bare repository).
 ///
-/// Runs only plumbing that executes nothing from the repository's configuration (`rev-parse`,
-/// `ls-tree`, `cat-file`), with system and global configuration off.
+/// Runs only plumbing that reads objects (`rev-parse`, `ls-tree`, `cat-file --batch`), as the
+/// repository's owner and unable to start anything its configuration names
+/// (`workspace::gitsafe`): the repository is the workspace user's.
 pub struct GitView {
     repo: PathBuf,
+    owner: Option<(u32, u32)>,
     commit: String,
     batch: Mutex<Option<Batch>>,
 }
@@ -157,51 +161,39 @@ struct Batch {
 
 impl Drop for Batch {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        gitsafe::stop(&mut self.child);
     }
-}
-
-fn git(repo: &Path) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(repo).args(["-c", "safe.directory=*"]);
-    cmd.env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_TERMINAL_PROMPT", "0");
-    for var in [
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_NAMESPACE",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.stdin(Stdio::null());
-    cmd
 }
 
 impl GitView {
-    /// Resolves `rev` to a commit of `repo`; an unknown revision is an error here, not an
-    /// empty repository later.
-    pub fn open(repo: impl Into<PathBuf>, rev: &str) -> io::Result<GitView> {
+    /// Resolves `rev` to a commit of `repo`, running git as `owner` (uid, gid; `None`: as the
+    /// service, only where it does not isolate users); an unknown revision is an error here,
+    /// not an empty repository later.
+    pub fn open(
+        repo: impl Into<PathBuf>,
+        rev: &str,
+        owner: Option<(u32, u32)>,
+    ) -> io::Result<GitView> {
         let repo = repo.into();
         let spec = format!("{rev}^{{commit}}");
-        let out = git(&repo)
-            .args([
-                "rev-parse",
-                "--verify",
-                "--quiet",
-                "--end-of-options",
-                &spec,
-            ])
-            .output()?;
+        let out = gitsafe::output(gitsafe::on_repo(&repo, owner).args([
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            &spec,
+        ]))?;
         let commit = String::from_utf8_lossy(&out.stdout).trim().to_string();
         if !out.status.success() || commit.is_empty() {
-            return Err(io::Error::other(format!("unknown revision `{rev}`")));
+            let why = gitsafe::first_line(&out.stderr);
+            let sep = if why.is_empty() { "" } else { ": " };
+            return Err(io::Error::other(format!(
+                "unknown revision `{rev}`{sep}{why}"
+            )));
         }
         Ok(GitView {
             repo,
+            owner,
             commit,
             batch: Mutex::new(None),
         })
@@ -212,13 +204,18 @@ impl GitView {
         &self.commit
     }
 
+    fn git(&self) -> Command {
+        gitsafe::on_repo(&self.repo, self.owner)
+    }
+
     fn spawn_batch(&self) -> io::Result<Batch> {
-        let mut child = git(&self.repo)
-            .args(["cat-file", "--batch"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
+        let mut child = gitsafe::spawn(
+            self.git()
+                .args(["cat-file", "--batch"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null()),
+        )?;
         let stdin = child
             .stdin
             .take()
@@ -237,11 +234,12 @@ impl GitView {
 
 impl RepoView for GitView {
     fn list(&self, max_components: usize, max_entries: usize) -> io::Result<Listing> {
-        let mut child = git(&self.repo)
-            .args(["ls-tree", "-r", "-z", "--full-tree", &self.commit])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
+        let mut child = gitsafe::spawn(
+            self.git()
+                .args(["ls-tree", "-r", "-z", "--full-tree", &self.commit])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null()),
+        )?;
         let stdout = child
             .stdout
             .take()
@@ -258,8 +256,8 @@ impl RepoView for GitView {
             seen += 1;
             if seen > max_entries {
                 out.truncated = true;
-                let _ = child.kill();
-                break;
+                gitsafe::stop(&mut child);
+                return Ok(out);
             }
             let entry = entry.strip_suffix(b"\0").unwrap_or(&entry);
             // "<mode> SP <type> SP <object> TAB <path>"; regular blobs only (no 120000 symlink,
@@ -279,7 +277,7 @@ impl RepoView for GitView {
             }
         }
         let status = child.wait()?;
-        if !out.truncated && !status.success() {
+        if !status.success() {
             return Err(io::Error::other(format!("git ls-tree failed: {status}")));
         }
         Ok(out)
