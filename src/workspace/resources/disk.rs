@@ -123,9 +123,16 @@ impl Disk {
                 }
                 not(reason)
             }
-            None => Disk::Images {
-                dir: images_dir(state_dir),
-            },
+            None => {
+                let dir = images_dir(state_dir);
+                // Images made before this was enforced sit in a directory others could read.
+                if dir.exists()
+                    && let Err(e) = root_only_dir(&dir)
+                {
+                    warn!(error = %e, "the disk images' directory could not be made root-only");
+                }
+                Disk::Images { dir }
+            }
         }
     }
 
@@ -183,9 +190,16 @@ impl Disk {
 /// owner, `idmap`).
 fn mkfs(image: &Path, bytes: u64, uid: u32) -> Result<(), String> {
     if let Some(d) = image.parent() {
-        std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        root_only_dir(d)?;
     }
-    let f = std::fs::File::create(image).map_err(|e| format!("{}: {e}", image.display()))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(image)
+        .map_err(|e| format!("{}: {e}", image.display()))?;
     f.set_len(bytes)
         .map_err(|e| format!("{}: {e}", image.display()))?;
     let img = image.display().to_string();
@@ -302,6 +316,19 @@ pub fn ensure_data(image: &Path, at: &Path, uid: u32, bytes: u64) -> Result<(), 
 pub fn size_of(path: &Path) -> Option<u64> {
     let st = nix::sys::statvfs::statvfs(path).ok()?;
     Some(st.blocks() as u64 * st.fragment_size() as u64)
+}
+
+/// Makes `dir` (and its parents) and keeps it root's alone (0700): an image holds a whole
+/// worktree, readable by anyone who can read the file.
+///
+/// INVARIANT: every worktree image, data image and snapshot image clone is beneath a 0700
+/// root directory (`<state>/disks`, `docker/` of the workspace), so no workspace user reads
+/// another's files through its image.
+pub fn root_only_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| format!("{}: {e}", dir.display()))
 }
 
 /// Online growth: extend the sparse image, refresh the loop device, `xfs_growfs`.

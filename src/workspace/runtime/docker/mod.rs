@@ -112,7 +112,7 @@ impl Layout {
 
     /// The data root's own disk image, when the worktree has one.
     pub fn data_image(&self) -> PathBuf {
-        self.dir.join("data.img")
+        self.dir.join("disk").join("data.img")
     }
 
     /// `DOCKER_HOST` for the workspace's commands.
