@@ -200,6 +200,42 @@ async fn a_tree_deeper_than_the_descriptor_bound_goes_whole() {
 }
 
 #[tokio::test]
+async fn files_of_the_uid_deep_in_another_owners_tree_are_found() {
+    if !is_root() {
+        return;
+    }
+    let (u, v) = (47145, 47146);
+    let t = tempfile::tempdir().unwrap();
+    let top = dir(&t.path().join("v-tree"), v);
+    // A chain of the other owner's directories past the descriptor bound, with the uid's
+    // files at the bottom, in a side branch deep down, and in a shallow branch searched
+    // after the walk climbed back out.
+    let mut p = top.clone();
+    let mut planted = Vec::new();
+    for level in 0..super::walk::MAX_DEPTH + 40 {
+        p = dir(&p.join("d"), v);
+        if level == super::walk::MAX_DEPTH + 10 {
+            let side = dir(&p.join("side"), v);
+            planted.push(file(&side.join("u-side"), u));
+            file(&side.join("v-side"), v);
+        }
+    }
+    planted.push(file(&p.join("u-bottom"), u));
+    let kept = file(&p.join("v-bottom"), v);
+    planted.push(file(&dir(&top.join("z-late"), v).join("u-late"), u));
+
+    let out = sweep_uids(HashSet::from([u]), &roots(&[t.path()])).await;
+    assert!(out.unsearched.is_empty(), "{:?}", out.unsearched);
+    let r = out.report(u);
+    assert!(r.is_clean(), "{r:?}");
+    assert_eq!(r.files, 3, "{r:?}");
+    for f in &planted {
+        assert!(gone(f), "{} survived", f.display());
+    }
+    assert!(!gone(&kept));
+}
+
+#[tokio::test]
 async fn one_pass_sweeps_several_uids_and_never_roots_files() {
     if !is_root() {
         return;

@@ -19,8 +19,7 @@ use rustix::io::Errno;
 
 use super::Sweep;
 
-/// Other owners' directories deeper than this below a root are not searched (each level
-/// holds a descriptor); the sweep then counts an error, as it cannot say the uid owns nothing.
+/// Descriptors held per level of a walk, at most; deeper trees are walked holding one.
 pub const MAX_DEPTH: usize = 128;
 /// Bounds the passes over a swept directory whose tree is deeper than `MAX_DEPTH`.
 const MAX_PASSES: usize = 10_000;
@@ -94,45 +93,116 @@ impl<'a> Walk<'a> {
         self.search(&fd, root, 0);
     }
 
-    /// Searches a directory no swept uid owns for entries one does.
+    /// Searches a directory no swept uid owns for entries one does, holding a descriptor per
+    /// level down to `MAX_DEPTH`; deeper trees are searched by `search_deep`.
     fn search(&mut self, dir: &OwnedFd, at: &Path, depth: usize) {
         let names = match list(dir) {
             Ok(n) => n,
-            Err(e) => return self.out.shared(format!("listing `{}`: {e}", at.display())),
+            Err(e) if depth == 0 => {
+                return self.out.shared(format!("listing `{}`: {e}", at.display()));
+            }
+            Err(e) => return self.unsearched(format!("listing `{}`: {e}", at.display())),
         };
         for name in names {
-            let Ok(st) = rustix::fs::statat(dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) else {
-                continue; // gone since the listing
+            let Some(st) = self.examine(dir, &name, at) else {
+                continue;
             };
-            if st.st_dev != self.dev {
-                // A mount point: another filesystem, never entered. One the uid owns is
-                // something of its that cannot be removed.
-                if self.ours(st.st_uid) {
-                    let what = format!(
-                        "`{}` is a mount point; not removed",
-                        shown(at, &name).display()
-                    );
-                    self.out.error(st.st_uid, what);
-                }
-                continue;
-            }
-            if self.skip.contains(&(st.st_dev, st.st_ino)) {
-                continue;
-            }
             if self.ours(st.st_uid) {
                 self.remove(dir, &name, &st, at);
-            } else if is_dir(&st) {
+            } else if is_dir(&st)
+                && let Some(child) = open_dir(dir, &name, &st)
+            {
                 let path = shown(at, &name);
-                if depth >= MAX_DEPTH {
-                    self.out.shared(format!(
-                        "`{}`: deeper than {MAX_DEPTH} levels; not searched",
-                        path.display()
-                    ));
-                } else if let Some(child) = open_dir(dir, &name, &st) {
+                if depth + 1 >= MAX_DEPTH {
+                    self.search_deep(child, &path);
+                } else {
                     self.search(&child, &path, depth + 1);
                 }
             }
         }
+    }
+
+    /// Stats one entry without following it; `None` for what the walk leaves alone: gone
+    /// since the listing, the skipped directories, and mount points (another filesystem,
+    /// never entered; one a swept uid owns is something of its that cannot be removed).
+    fn examine(&mut self, dir: &OwnedFd, name: &CStr, at: &Path) -> Option<Stat> {
+        let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        if st.st_dev != self.dev {
+            if self.ours(st.st_uid) {
+                let what = format!(
+                    "`{}` is a mount point; not removed",
+                    shown(at, name).display()
+                );
+                self.out.error(st.st_uid, what);
+            }
+            return None;
+        }
+        (!self.skip.contains(&(st.st_dev, st.st_ino))).then_some(st)
+    }
+
+    /// Searches a tree below `MAX_DEPTH` (an other owner's, however deep) holding one
+    /// descriptor: the walk climbs back through `..`, checked to be the directory it came
+    /// down from. A tree moved under the walk is left unsearched from there (counted).
+    fn search_deep(&mut self, top: OwnedFd, at: &Path) {
+        struct Frame {
+            id: (u64, u64),
+            names: std::vec::IntoIter<CString>,
+        }
+        let deep = at.join("…");
+        let frame = |fd: &OwnedFd| -> rustix::io::Result<Frame> {
+            let st = rustix::fs::fstat(fd)?;
+            Ok(Frame {
+                id: (st.st_dev, st.st_ino),
+                names: list(fd)?.into_iter(),
+            })
+        };
+        let mut stack = match frame(&top) {
+            Ok(f) => vec![f],
+            Err(e) => return self.unsearched(format!("listing `{}`: {e}", at.display())),
+        };
+        let mut cur = top;
+        while let Some(f) = stack.last_mut() {
+            let Some(name) = f.names.next() else {
+                stack.pop();
+                let Some(parent) = stack.last() else { break };
+                let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                let up = rustix::fs::openat(&cur, c"..", flags, Mode::empty()).ok();
+                let back = up.and_then(|fd| {
+                    let st = rustix::fs::fstat(&fd).ok()?;
+                    ((st.st_dev, st.st_ino) == parent.id).then_some(fd)
+                });
+                match back {
+                    Some(fd) => cur = fd,
+                    None => {
+                        return self
+                            .unsearched(format!("`{}` moved while it was searched", at.display()));
+                    }
+                }
+                continue;
+            };
+            let Some(st) = self.examine(&cur, &name, &deep) else {
+                continue;
+            };
+            if self.ours(st.st_uid) {
+                self.remove(&cur, &name, &st, &deep);
+            } else if is_dir(&st)
+                && let Some(child) = open_dir(&cur, &name, &st)
+            {
+                match frame(&child) {
+                    Ok(f) => {
+                        stack.push(f);
+                        cur = child;
+                    }
+                    Err(e) => {
+                        self.unsearched(format!("listing `{}`: {e}", shown(&deep, &name).display()))
+                    }
+                }
+            }
+        }
+    }
+
+    fn unsearched(&mut self, what: String) {
+        self.out.unsearched.push(what);
     }
 
     /// Removes an entry of a swept uid; a directory with everything in it.
