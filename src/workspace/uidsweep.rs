@@ -17,7 +17,7 @@ use tracing::{info, warn};
 use crate::workspace::error::WsResult;
 use crate::workspace::runtime::procs;
 use crate::workspace::service::Service;
-use crate::workspace::store;
+use crate::workspace::store::{self, Quarantined};
 
 mod sysv;
 #[cfg(test)]
@@ -185,39 +185,96 @@ fn log(uid: u32, r: &SweepReport, when: &str) {
     }
 }
 
+/// What a sweep decides: the uids to quarantine (with why) and the quarantined ones found
+/// clean, to release.
+struct Verdict {
+    dirty: BTreeMap<u32, String>,
+    released: Vec<Quarantined>,
+}
+
+impl Verdict {
+    /// Judges the sweep of `swept`, logging each uid something was found for (and `uid`,
+    /// the one being released, in any case).
+    fn of(
+        out: &Sweep,
+        swept: &HashSet<u32>,
+        quarantined: Vec<Quarantined>,
+        uid: Option<u32>,
+        when: &str,
+    ) -> Verdict {
+        log_unsearched(out, when);
+        let mut dirty = BTreeMap::new();
+        let logged: std::collections::BTreeSet<u32> = out.touched().chain(uid).collect();
+        for uid in logged {
+            let r = out.report(uid);
+            log(uid, &r, when);
+            if let (false, Some(why)) = (r.is_clean(), r.first_error) {
+                dirty.insert(uid, format!("{} thing(s) left {when}: {why}", r.errors));
+            }
+        }
+        if let Some(first) = out.shared.first() {
+            warn!(sweep.error = %first, uids = swept.len(), "the uid sweep {when} was incomplete; every uid swept is quarantined");
+            for &uid in swept {
+                dirty
+                    .entry(uid)
+                    .or_insert_with(|| format!("the uid sweep {when} was incomplete: {first}"));
+            }
+        }
+        let released = quarantined
+            .into_iter()
+            .filter(|q| swept.contains(&q.uid) && !dirty.contains_key(&q.uid))
+            .collect();
+        Verdict { dirty, released }
+    }
+
+    fn record(&self, tx: &rusqlite::Transaction<'_>) -> WsResult<()> {
+        for (uid, why) in &self.dirty {
+            store::quarantine_in(tx, *uid, why)?;
+        }
+        for q in &self.released {
+            store::release_in(tx, q.uid)?;
+        }
+        Ok(())
+    }
+
+    fn log_released(&self) {
+        for q in &self.released {
+            info!(workspace.uid = q.uid, quarantine.reason = %q.reason, "quarantined uid clean again; released");
+        }
+    }
+}
+
 impl Service {
     /// Removes the record of `id` (deleted, or its create failed) once its `uid` is swept.
     /// The record holds the uid while it is swept, so no create can take it; when the sweep
     /// left something, the uid is quarantined in the transaction that removes the record.
+    /// The same pass sweeps the quarantined uids again and releases those now clean, so a
+    /// quarantine does not wait for the next start.
     pub(crate) async fn remove_record(&self, id: &str, uid: Option<u32>) -> WsResult<()> {
-        let quarantine = match (uid, self.uid_sweep.as_ref()) {
+        let verdict = match (uid, self.uid_sweep.as_ref()) {
             (Some(uid), Some(roots)) => {
+                let quarantined = self.store.quarantined()?;
+                let mut swept: HashSet<u32> = quarantined.iter().map(|q| q.uid).collect();
+                swept.insert(uid);
+                let out = sweep_uids(swept.clone(), roots).await;
                 let when = format!("at the release of `{id}`");
-                let out = sweep_uids(HashSet::from([uid]), roots).await;
-                log_unsearched(&out, &when);
-                let r = out.report(uid);
-                log(uid, &r, &when);
-                (!r.is_clean()).then(|| {
-                    let why = r.first_error.unwrap_or_default();
-                    let reason =
-                        format!("{} thing(s) left at the release of `{id}`: {why}", r.errors);
-                    (uid, reason)
-                })
+                Some(Verdict::of(&out, &swept, quarantined, Some(uid), &when))
             }
             _ => None,
         };
         self.store.tx(|tx| {
             store::delete_ws(tx, id)?;
-            match &quarantine {
-                Some((uid, why)) => store::quarantine_in(tx, *uid, why),
-                None => Ok(()),
-            }
-        })
+            verdict.as_ref().map_or(Ok(()), |v| v.record(tx))
+        })?;
+        if let Some(v) = &verdict {
+            v.log_released();
+        }
+        Ok(())
     }
 
     /// At start, before the API answers: sweeps every uid of the range that no workspace
-    /// holds, in one pass; quarantines those still unclean and releases quarantined ones
-    /// found clean.
+    /// holds, in one pass (what a crash during a delete or a create left); quarantines those
+    /// still unclean and releases quarantined ones found clean.
     pub(crate) async fn sweep_free_uids_on_start(&self) -> WsResult<()> {
         let Some(roots) = self.uid_sweep.as_ref() else {
             return Ok(());
@@ -229,39 +286,9 @@ impl Service {
             .collect();
         let quarantined = self.store.quarantined()?;
         let out = sweep_uids(free.clone(), roots).await;
-        log_unsearched(&out, "at start");
-        let mut dirty: BTreeMap<u32, String> = BTreeMap::new();
-        for uid in out.touched() {
-            let r = out.report(uid);
-            log(uid, &r, "at start");
-            if let (false, Some(why)) = (r.is_clean(), r.first_error) {
-                dirty.insert(uid, format!("{} thing(s) left at start: {why}", r.errors));
-            }
-        }
-        if let Some(first) = out.shared.first() {
-            warn!(sweep.error = %first, uids = free.len(), "the uid sweep at start was incomplete; every free uid is quarantined");
-            for &uid in &free {
-                dirty
-                    .entry(uid)
-                    .or_insert_with(|| format!("the uid sweep at start was incomplete: {first}"));
-            }
-        }
-        let released: Vec<_> = quarantined
-            .into_iter()
-            .filter(|q| free.contains(&q.uid) && !dirty.contains_key(&q.uid))
-            .collect();
-        self.store.tx(|tx| {
-            for (uid, why) in &dirty {
-                store::quarantine_in(tx, *uid, why)?;
-            }
-            for q in &released {
-                store::release_in(tx, q.uid)?;
-            }
-            Ok(())
-        })?;
-        for q in &released {
-            info!(workspace.uid = q.uid, quarantine.reason = %q.reason, "quarantined uid clean again; released");
-        }
+        let verdict = Verdict::of(&out, &free, quarantined, None, "at start");
+        self.store.tx(|tx| verdict.record(tx))?;
+        verdict.log_released();
         Ok(())
     }
 }

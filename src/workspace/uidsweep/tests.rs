@@ -428,9 +428,9 @@ async fn a_uid_whose_sweep_fails_is_kept_from_allocation_until_a_sweep_finds_it_
     svc.sweep_free_uids_on_start().await.unwrap();
     assert_eq!(svc.store.quarantined().unwrap().len(), 1);
     assert_eq!(svc.allocate_uid().unwrap(), base + 2);
-    // Clean once the mount is gone: released.
+    // Clean once the mount is gone: the next release's pass sweeps it again and frees it.
     drop(fs);
-    svc.sweep_free_uids_on_start().await.unwrap();
+    svc.delete("b").await.unwrap();
     assert!(svc.store.quarantined().unwrap().is_empty());
     assert!(gone(&owned));
     assert_eq!(svc.allocate_uid().unwrap(), base);
@@ -468,8 +468,69 @@ async fn the_start_sweep_finds_what_a_crash_left_under_a_free_uid() {
     let of_held = file(&tmp.path().join("held"), held.uid);
     let left = file(&tmp.path().join("left"), base + 2);
     let outside = file(&tmp.path().join("outside"), base + 4);
+    svc.store
+        .tx(|tx| crate::workspace::store::quarantine_in(tx, base + 3, "left by a test"))
+        .unwrap();
+    assert_eq!(svc.allocate_uid().unwrap(), base + 1);
     svc.sweep_free_uids_on_start().await.unwrap();
+    assert!(
+        svc.store.quarantined().unwrap().is_empty(),
+        "a clean quarantined uid was kept"
+    );
     assert!(gone(&left), "a free uid's file survived the start sweep");
     assert!(!gone(&of_held), "a live workspace's file was removed");
     assert!(!gone(&outside), "a uid outside the range was swept");
+}
+
+#[tokio::test]
+async fn a_segment_of_the_uid_another_process_keeps_attached_leaves_it_unclean() {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    if !is_root() || !Path::new("/usr/bin/python3").exists() {
+        return;
+    }
+    let (u, v) = (47201, 47202);
+    let py = "import ctypes; libc = ctypes.CDLL(None); print(libc.shmget(0, 4096, 0o1666))";
+    let out = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", py])
+        .uid(u)
+        .gid(u)
+        .output()
+        .unwrap();
+    let id: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(id >= 0);
+    // Another uid attaches it (the uid made it 0666) and holds on.
+    let hold = format!(
+        "import ctypes, sys, time; libc = ctypes.CDLL(None); libc.shmat.restype = ctypes.c_void_p
+print(libc.shmat({id}, None, 0)); sys.stdout.flush(); time.sleep(60)"
+    );
+    let mut holder = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", &hold])
+        .uid(v)
+        .gid(v)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_ne!(line.trim(), "18446744073709551615", "shmat failed");
+
+    let only_ipc = Roots {
+        dirs: Vec::new(),
+        skip: Vec::new(),
+        sysv: true,
+    };
+    let r = sweep(u, &only_ipc).await;
+    assert!(
+        !r.is_clean(),
+        "a segment still attached was called gone: {r:?}"
+    );
+    assert!(r.first_error.unwrap().contains("still attached"));
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let r = sweep(u, &only_ipc).await;
+    assert!(r.is_clean(), "{r:?}");
+    assert!(!listed(Kind::Shm, id));
 }
