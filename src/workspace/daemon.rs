@@ -84,6 +84,8 @@ pub async fn run(opts: DaemonOptions, shutdown: impl Future<Output = ()>) -> WsR
     svc.settle_image_clones();
     // INVARIANT: recovery finishes before the socket accepts a request.
     svc.recover_on_start().await?;
+    // After recovery (which finishes interrupted deletes): what a crash left under free uids.
+    svc.sweep_free_uids_on_start().await?;
     svc.reapply_resources();
     let listener = api::bind(&opts.socket, opts.socket_mode)?;
     info!(socket = %opts.socket.display(), "workspace service ready");

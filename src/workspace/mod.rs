@@ -28,6 +28,7 @@ pub mod snapshot;
 pub mod status;
 pub mod store;
 mod supervise;
+pub mod uidsweep;
 pub mod verbs;
 mod worktree;
 

@@ -114,6 +114,9 @@ pub struct Service {
     pub create_gate: tokio::sync::Mutex<()>,
     /// Layers, defaults and the provider of workspace resources (`resources`).
     pub resources: crate::workspace::resources::Manager,
+    /// Where a released uid is swept (`uidsweep`); `None` when workspaces do not run as
+    /// their own uids (the service is not root), so there is nothing of theirs to sweep.
+    pub uid_sweep: Option<crate::workspace::uidsweep::Roots>,
 }
 
 impl Service {
@@ -123,7 +126,11 @@ impl Service {
         snapshots: Arc<dyn SnapshotStore>,
         runtime: Arc<dyn Runtime>,
     ) -> Self {
+        let uid_sweep = runtime
+            .isolates_users()
+            .then(|| crate::workspace::uidsweep::Roots::system(&cfg.state_dir));
         Service {
+            uid_sweep,
             cfg,
             store,
             snapshots,
@@ -217,7 +224,8 @@ impl Service {
         }
     }
 
-    /// Allocates the lowest free uid of the configured range.
+    /// Allocates the lowest free uid of the configured range: held by no workspace and not
+    /// quarantined (see `uidsweep`).
     pub fn allocate_uid(&self) -> WsResult<u32> {
         let used: std::collections::HashSet<u32> = self.store.used_uids()?.into_iter().collect();
         (self.cfg.uid_base..self.cfg.uid_base.saturating_add(self.cfg.uid_count))

@@ -4,6 +4,8 @@
 //! are durable, so any snapshot the store returns is complete.
 //! INVARIANT: a journal row exists exactly while a transition is in flight; it is removed in
 //! the same transaction that persists the transition's result.
+//! INVARIANT: a uid is allocated only when no workspace holds it and it is not quarantined
+//! (`quarantined_uids`: something of its previous holder's could not be removed).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,6 +28,8 @@ CREATE INDEX IF NOT EXISTS snapshots_ws ON snapshots(workspace_id, created_at_ms
 CREATE TABLE IF NOT EXISTS journal (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, workspace_id TEXT NOT NULL, op TEXT NOT NULL,
     started_at_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS quarantined_uids (
+    uid INTEGER PRIMARY KEY, reason TEXT NOT NULL, since_ms INTEGER NOT NULL);
 ";
 
 /// One in-flight transition found in the journal.
@@ -34,6 +38,14 @@ pub struct JournalEntry {
     pub seq: i64,
     pub workspace_id: String,
     pub op: String,
+}
+
+/// A uid kept from allocation until a sweep finds it clean (`uidsweep`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quarantined {
+    pub uid: u32,
+    pub reason: String,
+    pub since_ms: u64,
 }
 
 /// The service's durable state.
@@ -145,10 +157,27 @@ impl Store {
         }
     }
 
+    /// Uids that cannot be allocated: held by a workspace, or quarantined.
     pub fn used_uids(&self) -> WsResult<Vec<u32>> {
         let conn = self.lock()?;
-        let mut stmt = conn.prepare("SELECT uid FROM workspaces")?;
+        let mut stmt =
+            conn.prepare("SELECT uid FROM workspaces UNION SELECT uid FROM quarantined_uids")?;
         let rows = stmt.query_map([], |r| r.get::<_, u32>(0))?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    /// The quarantined uids, lowest first.
+    pub fn quarantined(&self) -> WsResult<Vec<Quarantined>> {
+        let conn = self.lock()?;
+        let mut stmt =
+            conn.prepare("SELECT uid, reason, since_ms FROM quarantined_uids ORDER BY uid")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(Quarantined {
+                uid: r.get(0)?,
+                reason: r.get(1)?,
+                since_ms: r.get::<_, i64>(2)? as u64,
+            })
+        })?;
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
 
@@ -292,6 +321,22 @@ pub fn delete_ws(tx: &Transaction<'_>, id: &str) -> WsResult<()> {
     tx.execute("DELETE FROM snapshots WHERE workspace_id = ?1", [id])?;
     tx.execute("DELETE FROM workspaces WHERE id = ?1", [id])?;
     tx.execute("DELETE FROM journal WHERE workspace_id = ?1", [id])?;
+    Ok(())
+}
+
+/// Keeps `uid` from allocation (again: the first reason and time stay).
+pub fn quarantine_in(tx: &Transaction<'_>, uid: u32, reason: &str) -> WsResult<()> {
+    tx.execute(
+        "INSERT INTO quarantined_uids (uid, reason, since_ms) VALUES (?1, ?2, ?3)
+         ON CONFLICT(uid) DO NOTHING",
+        params![uid, reason, now_ms() as i64],
+    )?;
+    Ok(())
+}
+
+/// Hands a quarantined uid back to the allocator (a sweep found it clean).
+pub fn release_in(tx: &Transaction<'_>, uid: u32) -> WsResult<()> {
+    tx.execute("DELETE FROM quarantined_uids WHERE uid = ?1", [uid])?;
     Ok(())
 }
 

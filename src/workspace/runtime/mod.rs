@@ -8,7 +8,7 @@
 mod dispatch;
 pub mod docker;
 mod local;
-mod procs;
+pub(crate) mod procs;
 pub mod select;
 
 use std::collections::BTreeMap;

@@ -1,10 +1,14 @@
 //! Finding and killing a workspace's processes by their uid, via `/proc`.
 
+use std::collections::BTreeMap;
+
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-/// Pids of processes whose real uid is `uid`.
-pub(super) fn pids_of_uid(uid: u32) -> Vec<i32> {
+/// Live processes any of whose uids (real, effective, saved, filesystem) `is_ours` picks,
+/// each with the first such uid. A process another user started from a setuid binary of
+/// the workspace user acts as that user too, so it is the workspace's as well.
+pub(crate) fn pids_matching(is_ours: impl Fn(u32) -> bool) -> Vec<(i32, u32)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -22,36 +26,45 @@ pub(super) fn pids_of_uid(uid: u32) -> Vec<i32> {
         {
             continue;
         }
-        let real_uid = status
+        let ours = status
             .lines()
             .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|u| u.parse::<u32>().ok());
-        if real_uid == Some(uid) {
-            out.push(pid);
+            .into_iter()
+            .flat_map(str::split_whitespace)
+            .filter_map(|u| u.parse::<u32>().ok())
+            // INVARIANT: root's processes are never picked, whatever the caller asks.
+            .find(|&u| u != 0 && is_ours(u));
+        if let Some(uid) = ours {
+            out.push((pid, uid));
         }
     }
     out
 }
 
-/// SIGKILLs every process of `uid` until none is left (bounded retries for forks in flight).
-pub(super) async fn kill_uid(uid: u32) -> u32 {
-    // INVARIANT: never called with uid 0; the allocator only hands out the configured range.
-    if uid == 0 {
-        return 0;
-    }
-    let mut total = 0;
+/// SIGKILLs every process `is_ours` picks until none is left (bounded retries for forks
+/// in flight); returns how many were signalled per uid.
+pub(crate) async fn kill_matching(is_ours: impl Fn(u32) -> bool) -> BTreeMap<u32, u32> {
+    let mut signalled = BTreeMap::new();
     for _ in 0..20 {
-        let pids = pids_of_uid(uid);
+        let pids = pids_matching(&is_ours);
         if pids.is_empty() {
             break;
         }
-        for pid in pids {
+        for (pid, uid) in pids {
             if kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok() {
-                total += 1;
+                *signalled.entry(uid).or_insert(0) += 1;
             }
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    total
+    signalled
+}
+
+/// SIGKILLs every process of `uid` until none is left.
+pub(crate) async fn kill_uid(uid: u32) -> u32 {
+    // INVARIANT: never called with uid 0; the allocator only hands out the configured range.
+    if uid == 0 {
+        return 0;
+    }
+    kill_matching(|u| u == uid).await.values().sum()
 }

@@ -103,11 +103,16 @@ impl Service {
             Err((id, e)) => {
                 warn!(workspace.id = %id, error = %e, "create failed; removing");
                 self.tear_down_runtime(&id).await;
-                if let Ok(Some(w)) = self.store.get(&id) {
-                    self.remove_resources(&w);
-                }
+                let uid = match self.store.get(&id) {
+                    Ok(Some(w)) => {
+                        self.remove_resources(&w);
+                        Some(w.uid)
+                    }
+                    _ => None,
+                };
                 let _ = std::fs::remove_dir_all(self.ws_dir(&id));
-                self.store.tx(|tx| store::delete_ws(tx, &id))?;
+                // The setup ran as the uid: what it left outside the workspace is swept too.
+                self.remove_record(&id, uid).await?;
                 self.forget(&id);
                 Err(e)
             }

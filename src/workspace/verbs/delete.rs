@@ -7,7 +7,6 @@ use tracing::{info, warn};
 use crate::workspace::error::{WsError, WsResult};
 use crate::workspace::service::Service;
 use crate::workspace::status::Status;
-use crate::workspace::store;
 
 impl Service {
     /// Deletes one workspace with all of its snapshots.
@@ -72,7 +71,7 @@ impl Service {
 
     /// The act-and-persist half of delete; also rolls an interrupted delete forward.
     pub(crate) async fn finish_delete(&self, id: &str) -> WsResult<()> {
-        let _stopped_gate = match self.store.get(id)? {
+        let (_stopped_gate, uid) = match self.store.get(id)? {
             Some(ws) => {
                 let gate = self.stop_all(&ws).await?.0;
                 // Containers, data root, pins, cgroups, namespace and sockets.
@@ -80,15 +79,17 @@ impl Service {
                     .destroy(&self.run_spec(&ws, &BTreeMap::new())?)
                     .await?;
                 self.remove_resources(&ws);
-                Some(gate)
+                (Some(gate), Some(ws.uid))
             }
-            None => None,
+            None => (None, None),
         };
         let dir = self.ws_dir(id);
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(|e| WsError::io(&dir, e))?;
         }
-        self.store.tx(|tx| store::delete_ws(tx, id))?;
+        // INVARIANT: a uid is free again only once nothing of this workspace's is left under
+        // it (files outside its directory, IPC objects); otherwise it stays quarantined.
+        self.remove_record(id, uid).await?;
         self.forget(id);
         info!(workspace.id = %id, "workspace deleted");
         if let Err(e) = self.collect_garbage().await {
