@@ -162,9 +162,14 @@ fn stat(p: &Path) -> std::fs::Metadata {
     std::fs::symlink_metadata(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-/// The host's mount count: what a flood of pins would raise.
-fn host_mounts() -> usize {
-    std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo").lines().count()
+/// The host's mounts beneath the workspace proxy's pin directory: what a flood of pins adds.
+fn pin_mounts(pins: &Path) -> usize {
+    let prefix = format!("{}/", pins.display());
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .expect("mountinfo")
+        .lines()
+        .filter(|l| l.split(' ').nth(4).is_some_and(|m| m.starts_with(&prefix)))
+        .count()
 }
 
 #[test]
@@ -175,48 +180,56 @@ fn a_setuid_root_file_made_by_a_container_in_a_bind_gives_no_privilege_during_or
         // The container is root in its own namespace: it chowns to its 0:0 and sets 4755/2755.
         c.ok(&format!(
             "mkdir -p d && docker run -d --name keep -v $PWD/d:/d {IMAGE} sh -c \
-             'cp /bin/busybox /d/busybox && chown 0:0 /d/busybox && chmod 4755 /d/busybox && \
-              cp /bin/busybox /d/sg && chgrp 0 /d/sg && chmod 2755 /d/sg && touch /d/ready && sleep 600'"
+             'mkdir /d/u /d/g && cp /bin/busybox /d/u/busybox && chown 0:0 /d/u/busybox && chmod 4755 /d/u/busybox && \
+              cp /bin/busybox /d/g/busybox && chgrp 0 /d/g/busybox && chmod 2755 /d/g/busybox && touch /d/ready && sleep 600'"
         ));
         let wt = c.wt();
         wait_until(30, "the container made its files", || wt.join("d/ready").exists());
-        for (name, during) in [("busybox", true), ("sg", true)] {
+        for name in ["u/busybox", "g/busybox"] {
             let m = stat(&wt.join("d").join(name));
-            assert_eq!(m.uid(), c.uid, "[{}] container root's file is the workspace user's ({name}, running: {during})", c.label());
+            assert_ne!(m.mode() & 0o6000, 0, "[{}] the container did set the bits of {name}", c.label());
+            assert_eq!(m.uid(), c.uid, "[{}] container root's file is the workspace user's ({name})", c.label());
             assert_ne!(m.gid(), 0, "[{}] and never host root's group", c.label());
         }
         // While the container runs: running it outside gives the workspace user's ids only.
-        let ids = c.ok("./d/busybox id -u; ./d/busybox id -g; ./d/sg id -u; ./d/sg id -g");
+        let ids = c.ok("./d/u/busybox id -u && ./d/u/busybox id -g && ./d/g/busybox id -u && ./d/g/busybox id -g");
         assert_eq!(ids.split_whitespace().collect::<Vec<_>>(), [uid.as_str(); 4], "[{}]", c.label());
-        let (code, _, _) = c.exec("./d/busybox cat /proc/1/environ");
+        let (code, _, _) = c.exec("./d/u/busybox cat /proc/1/environ");
         assert_ne!(code, 0, "[{}] no root read", c.label());
         c.ok("docker rm -f keep >/dev/null");
         // After its life (chown-back has run): still nothing.
-        let ids = c.ok("./d/busybox id -u; ./d/sg id -g");
+        let ids = c.ok("./d/u/busybox id -u && ./d/g/busybox id -g");
         assert_eq!(ids.split_whitespace().collect::<Vec<_>>(), [uid.as_str(); 2], "[{}]", c.label());
 
         // Defence in depth: a real setuid-root and setgid-root file (what a failed user
         // namespace would leave), planted by the test as host root, gives nothing either.
         for (name, mode) in [("planted-suid", 0o4755), ("planted-sgid", 0o2755)] {
-            let p = wt.join(name);
+            std::fs::create_dir_all(wt.join(name)).expect("mkdir");
+            let p = wt.join(name).join("busybox");
             std::fs::copy("/bin/busybox", &p).expect("copy busybox");
             nix::unistd::chown(&p, Some(0.into()), Some(0.into())).expect("chown");
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
         }
-        let ids = c.ok("./planted-suid id -u; ./planted-sgid id -g; grep NoNewPrivs /proc/self/status");
+        let ids = c.ok("./planted-suid/busybox id -u && ./planted-sgid/busybox id -g && grep NoNewPrivs /proc/self/status");
         assert_eq!(
             ids.split_whitespace().collect::<Vec<_>>(),
             [uid.as_str(), uid.as_str(), "NoNewPrivs:", "1"],
             "[{}] set-id files raise nothing",
             c.label()
         );
+        // The mount the worktree is on, in the workspace's view (the deepest mount point above
+        // it, the last one mounted there), is nosuid,nodev.
         let mounts = c.ok("cat /proc/self/mountinfo");
+        let wt_s = wt.to_str().unwrap();
         let line = mounts
             .lines()
-            .filter(|l| l.split(' ').nth(4) == Some(wt.to_str().unwrap()))
-            .next_back()
-            .unwrap_or_else(|| panic!("[{}] the worktree is a mount in the workspace's view: {mounts}", c.label()));
-        assert!(line.contains("nosuid") && line.contains("nodev"), "[{}] {line}", c.label());
+            .filter(|l| {
+                l.split(' ').nth(4).is_some_and(|m| m == "/" || wt_s == m || wt_s.starts_with(&format!("{m}/")))
+            })
+            .max_by_key(|l| (l.split(' ').nth(4).map(str::len), l.split(' ').next().and_then(|n| n.parse::<u64>().ok())))
+            .expect("a mount above the worktree");
+        let opts = line.split(' ').nth(5).unwrap_or_default();
+        assert!(opts.contains("nosuid") && opts.contains("nodev"), "[{}] {line}", c.label());
     });
 }
 
@@ -225,20 +238,27 @@ fn the_hard_link_trick_leaves_no_setid_bit() {
     skip_unless_root!();
     each(44100, |c| {
         // A non-root container user (a subordinate id on the host) makes a world-writable
-        // setuid file, so the workspace user may hard-link it outside the bound directory.
+        // file, so the workspace user may hard-link it outside the bound directory (the
+        // kernel's protected_hardlinks refuses a link to another's setuid file), then makes it
+        // setuid while the container still runs.
         c.ok(&format!(
-            "mkdir -p d && chmod 777 d && docker run --rm --user 1000:1000 -v $PWD/d:/d {IMAGE} \
-             sh -c 'cp /bin/busybox /d/bb && chmod 4777 /d/bb' && ln d/bb outside-link && \
-             docker run --rm --user 1000:1000 -v $PWD/d:/d {IMAGE} chmod 4755 /d/bb"
+            "mkdir -p d o && chmod 777 d && docker run -d --name hl --user 1000:1000 -v $PWD/d:/d {IMAGE} \
+             sh -c 'mkdir /d/x && cp /bin/busybox /d/x/busybox && chmod 0777 /d/x/busybox && touch /d/ready && \
+                    while [ ! -e /d/go ]; do sleep 0.1; done; chmod 4755 /d/x/busybox && touch /d/done && sleep 600'"
         ));
         let wt = c.wt();
-        assert_eq!(stat(&wt.join("d/bb")).ino(), stat(&wt.join("outside-link")).ino(), "one inode, two links");
+        wait_until(30, "the container made its setuid file", || wt.join("d/ready").exists());
+        c.ok("ln d/x/busybox o/busybox && touch d/go");
+        wait_until(30, "the container set 4755", || wt.join("d/done").exists());
+        assert_eq!(stat(&wt.join("d/x/busybox")).mode() & 0o7777, 0o4755, "[{}] the trick is set up", c.label());
+        c.ok("docker rm -f hl >/dev/null");
+        assert_eq!(stat(&wt.join("d/x/busybox")).ino(), stat(&wt.join("o/busybox")).ino(), "one inode, two links");
         wait_until(30, "chown-back cleared the setid bit of the shared inode", || {
-            stat(&wt.join("d/bb")).mode() & 0o6000 == 0
+            stat(&wt.join("d/x/busybox")).mode() & 0o6000 == 0
         });
         // Its owner stays the container user's (a link is outside the source), its bits are gone.
-        assert_ne!(stat(&wt.join("d/bb")).uid(), 0);
-        let euid = c.ok("./outside-link id -u");
+        assert_ne!(stat(&wt.join("d/x/busybox")).uid(), 0);
+        let euid = c.ok("./o/busybox id -u");
         assert_eq!(euid.trim(), c.uid.to_string(), "[{}]", c.label());
     });
 }
@@ -312,14 +332,15 @@ fn fifteen_hundred_binds_in_one_create_are_refused_with_a_rule_id_and_no_host_mo
     skip_unless_root!();
     each(44400, |c| {
         c.ok("mkdir -p b && cd b && i=0; while [ $i -lt 1500 ]; do mkdir $i; i=$((i+1)); done");
-        let before = host_mounts();
+        let pins = c.svc.state.join("workspaces/w/docker/pins");
+        let before = pin_mounts(&pins);
         let (code, out, err) = c.exec(&format!(
             "args=''; i=0; while [ $i -lt 1500 ]; do args=\"$args -v $PWD/b/$i:/m/$i\"; i=$((i+1)); done; \
              docker create $args {IMAGE} true"
         ));
         assert_ne!(code, 0, "[{}] {out}", c.label());
         assert!(err.contains("container.bind.pin_limit"), "[{}] {err}", c.label());
-        assert_eq!(host_mounts(), before, "[{}] no pin was mounted on the host", c.label());
+        assert_eq!((before, pin_mounts(&pins)), (0, 0), "[{}] no pin was mounted on the host", c.label());
         // A create within the cap still works, with its pins.
         c.ok(&format!("docker run --rm -v $PWD/b/1:/a -v $PWD/b/2:/b {IMAGE} sh -c 'touch /a/x /b/y'"));
         assert!(c.wt().join("b/1/x").exists() && c.wt().join("b/2/y").exists());
@@ -340,7 +361,7 @@ fn a_container_writing_past_the_workspace_disk_fails_with_enospc() {
         assert_eq!(code, 0, "{out}{err}");
         assert!(out.contains("No space left on device"), "[{}] {out}", c.label());
         let (_, out, _) = c.exec(&format!(
-            "docker volume create v >/dev/null && docker run --rm -v v:/v {IMAGE} sh -c 'dd if=/dev/zero of=/v/big bs=1M count=300 2>&1; echo rc=$?'"
+            "docker volume create vol >/dev/null && docker run --rm -v vol:/v {IMAGE} sh -c 'dd if=/dev/zero of=/v/big bs=1M count=300 2>&1; echo rc=$?'"
         ));
         assert!(out.contains("No space left on device"), "[{}] a volume is bounded too: {out}", c.label());
         drop(wt);
