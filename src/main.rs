@@ -20,6 +20,9 @@ enum Command {
     Serve(dockwarden::cli::workspace::ServeArgs),
     /// Talk to the workspace lifecycle service.
     Ws(dockwarden::cli::workspace::WsArgs),
+    /// PID 1 of a workspace's sandbox (started by the service; docs/isolation.md).
+    #[command(hide = true)]
+    SandboxInit(dockwarden::workspace::sandbox::InitArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -32,6 +35,7 @@ fn main() -> anyhow::Result<()> {
             runtime()?.block_on(dockwarden::cli::workspace::serve(a))
         }
         Command::Ws(a) => runtime()?.block_on(dockwarden::cli::workspace::ws(a)),
+        Command::SandboxInit(a) => dockwarden::workspace::sandbox::init_main(a),
     }
 }
 

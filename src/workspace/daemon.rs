@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,7 +49,13 @@ pub fn open_service_with(
     }
     let store = Store::open(&cfg.state_dir.join("state.db"))?;
     let snapshots = LocalSnapshotStore::open(&cfg.state_dir.join("snapshots"))?;
-    let local = Arc::new(LocalRuntime::new());
+    let mut local = LocalRuntime::new();
+    if local.isolates_users() {
+        // Every workspace command runs in the workspace's own namespaces (`sandbox`).
+        let exe = std::env::current_exe().map_err(|e| WsError::io(Path::new("/proc/self/exe"), e))?;
+        local = local.with_sandbox(exe);
+    }
+    let local = Arc::new(local);
     if local.isolates_users() {
         crate::workspace::preflight::check_traversable(&cfg.state_dir)?;
     } else {

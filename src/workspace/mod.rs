@@ -22,6 +22,7 @@ pub(crate) mod provision;
 pub mod reserve;
 mod recovery;
 pub mod runtime;
+pub mod sandbox;
 pub mod service;
 pub mod settings;
 pub mod snapshot;

@@ -30,6 +30,9 @@ pub struct LocalRuntime {
     groups: Mutex<HashMap<String, HashSet<i32>>>,
     /// The cgroup hierarchy workspace cgroups live on (root only).
     cgroup: Option<crate::workspace::resources::cgroup::Hierarchy>,
+    /// Each workspace's namespaces (`workspace::sandbox`); `None` runs commands on the host
+    /// with only `no_new_privs` and nosuid mounts (not root, or unit tests).
+    sandbox: Option<crate::workspace::sandbox::Sandboxes>,
 }
 
 impl LocalRuntime {
@@ -41,7 +44,14 @@ impl LocalRuntime {
                 .is_root()
                 .then(crate::workspace::resources::cgroup::Hierarchy::detect)
                 .flatten(),
+            sandbox: None,
         }
+    }
+
+    /// Runs every command inside its workspace's sandbox, whose init is `exe sandbox-init`.
+    pub fn with_sandbox(mut self, exe: std::path::PathBuf) -> Self {
+        self.sandbox = Some(crate::workspace::sandbox::Sandboxes::new(exe));
+        self
     }
 
     fn track(&self, ws: &str, pgid: i32, add: bool) {
@@ -136,17 +146,35 @@ impl LocalRuntime {
         spec: &RunSpec,
         cmd: &mut tokio::process::Command,
     ) -> std::io::Result<tokio::process::Child> {
-        let name = crate::workspace::resources::cgroup::name_of(spec.uid);
+        use crate::workspace::resources::cgroup;
+        let name = cgroup::name_of(spec.uid);
         let cg = self.cgroup.as_ref().filter(|h| h.exists(&name));
-        let go = move || match cg {
-            Some(h) => crate::workspace::resources::cgroup::spawn_joined(
-                h,
-                &name,
-                || cmd.spawn(),
-                |c: &tokio::process::Child| c.id(),
-            ),
-            None => cmd.spawn(),
+        let init = match &self.sandbox {
+            Some(sb) => {
+                let ro = match spec.kind {
+                    super::RuntimeKind::DockerCompose => {
+                        vec![spec.ws_dir.join("docker.sock"), spec.ws_dir.join("bin")]
+                    }
+                    _ => Vec::new(),
+                };
+                let s = crate::workspace::sandbox::Spec {
+                    id: &spec.workspace_id,
+                    uid: spec.uid,
+                    gid: spec.gid,
+                    worktree: &spec.worktree,
+                    home: &spec.home,
+                    ws_dir: &spec.ws_dir,
+                    netns: spec.netns.as_deref(),
+                    ro,
+                };
+                Some(sb.ensure(&s, |spawn| match cg {
+                    Some(h) => cgroup::spawn_joined(h, &name, spawn, |c: &std::process::Child| Some(c.id())),
+                    None => spawn(),
+                })?)
+            }
+            None => None,
         };
+        // Without a sandbox: the host's view, with nosuid,nodev where the workspace writes.
         // The wide ones first: a later bind above the worktree would otherwise hide its own.
         let writable = [
             Path::new("/tmp"),
@@ -155,8 +183,13 @@ impl LocalRuntime {
             spec.worktree.as_path(),
             spec.home.as_path(),
         ];
-        let nosuid: &[&Path] = if self.setuid { &writable } else { &[] };
-        spawn_unprivileged(spec.netns.as_deref(), nosuid, go)
+        let nosuid: &[&Path] = if self.setuid && init.is_none() { &writable } else { &[] };
+        let netns = if init.is_some() { None } else { spec.netns.as_deref() };
+        let mut go = move || spawn_unprivileged(init, netns, nosuid, || cmd.spawn());
+        match cg {
+            Some(h) => cgroup::spawn_joined(h, &name, go, |c: &tokio::process::Child| c.id()),
+            None => go(),
+        }
     }
 }
 
@@ -177,6 +210,7 @@ impl LocalRuntime {
 /// the namespace are set on a thread of their own, never on a runtime worker, so the
 /// service's other children (dockerd, containerd, the proxy) inherit neither.
 pub(crate) fn spawn_unprivileged<T: Send>(
+    init: Option<i32>,
     ns: Option<&Path>,
     nosuid: &[&Path],
     spawn: impl FnOnce() -> std::io::Result<T> + Send,
@@ -186,6 +220,9 @@ pub(crate) fn spawn_unprivileged<T: Send>(
     std::thread::scope(|s| {
         s.spawn(move || {
             let _ctx = handle.as_ref().map(|h| h.enter());
+            if let Some(pid) = init {
+                crate::workspace::sandbox::enter(pid)?;
+            }
             if !nosuid.is_empty() {
                 nosuid_namespace(nosuid)?;
             }
