@@ -60,6 +60,10 @@ pub struct ServeArgs {
     /// Resource layers, defaults and disk pool (TOML; docs/resources.md). Default: embedded.
     #[arg(long)]
     pub resources: Option<PathBuf>,
+    /// The key workspace secrets are sealed under in `state.db`: 32 bytes, mode 0600, outside
+    /// the state directory; made at the first start (docs/workspace-api.md, "Secrets at rest").
+    #[arg(long, default_value = crate::workspace::secrets::keyfile::DEFAULT_PATH)]
+    pub secrets_key: PathBuf,
 }
 
 /// Runs the workspace service until SIGINT or SIGTERM.
@@ -105,6 +109,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         config,
         docker,
         resources,
+        secrets_key: args.secrets_key,
     };
     daemon::run(opts, daemon::shutdown_signal())
         .await

@@ -26,11 +26,18 @@ pub struct DaemonOptions {
     pub docker: Option<DockerConfig>,
     /// Resource layers, defaults and the disk pool (`serve --resources`; embedded default).
     pub resources: ResourcesConfig,
+    /// The key the secrets in `state.db` are sealed under (`serve --secrets-key`), outside
+    /// the state directory.
+    pub secrets_key: PathBuf,
 }
 
 /// Opens the state under `cfg.state_dir` and builds the service with the local seams.
-pub fn open_service(cfg: Config, docker: Option<DockerConfig>) -> WsResult<Arc<Service>> {
-    open_service_with(cfg, docker, ResourcesConfig::embedded())
+pub fn open_service(
+    cfg: Config,
+    docker: Option<DockerConfig>,
+    secrets_key: &Path,
+) -> WsResult<Arc<Service>> {
+    open_service_with(cfg, docker, ResourcesConfig::embedded(), secrets_key)
 }
 
 /// `open_service` with a resources configuration: the disk pool is mounted (or found again)
@@ -39,6 +46,7 @@ pub fn open_service_with(
     cfg: Config,
     docker: Option<DockerConfig>,
     resources: ResourcesConfig,
+    secrets_key: &Path,
 ) -> WsResult<Arc<Service>> {
     let disk = crate::workspace::resources::disk::Disk::open(&cfg.state_dir, &resources);
     // Workspace users must traverse to their own worktree, but list nothing on the way.
@@ -47,8 +55,6 @@ pub fn open_service_with(
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))
             .map_err(|e| WsError::io(&dir, e))?;
     }
-    let store = Store::open(&cfg.state_dir.join("state.db"))?;
-    let snapshots = LocalSnapshotStore::open(&cfg.state_dir.join("snapshots"))?;
     let mut local = LocalRuntime::new();
     if local.isolates_users() {
         // Every workspace command runs in the workspace's own namespaces (`sandbox`).
@@ -61,6 +67,9 @@ pub fn open_service_with(
     } else {
         warn!("not running as root: workspace commands run as this user, not per-workspace uids");
     }
+    // After the checks that need no key, so a refused start makes no key either.
+    let store = Store::open_sealed(&cfg.state_dir.join("state.db"), secrets_key)?;
+    let snapshots = LocalSnapshotStore::open(&cfg.state_dir.join("snapshots"))?;
     let (docker, docker_unavailable) = match docker {
         None => (None, "it is turned off (`serve --no-docker`)".to_string()),
         Some(d) => match DockerRuntime::new(d, local.clone()) {
@@ -86,7 +95,7 @@ pub async fn run(opts: DaemonOptions, shutdown: impl Future<Output = ()>) -> WsR
     // INVARIANT: nothing in the state directory is touched before its lock is held.
     let _lock = crate::workspace::lock::lock_state_dir(&opts.config.state_dir)?;
     crate::workspace::lock::refuse_live_socket(&opts.socket)?;
-    let svc = open_service_with(opts.config, opts.docker, opts.resources)?;
+    let svc = open_service_with(opts.config, opts.docker, opts.resources, &opts.secrets_key)?;
     svc.settle_image_clones();
     // INVARIANT: recovery finishes before the socket accepts a request.
     svc.recover_on_start().await?;

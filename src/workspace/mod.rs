@@ -21,6 +21,7 @@ pub mod resources;
 pub(crate) mod provision;
 pub mod reserve;
 mod recovery;
+pub mod secrets;
 pub mod runtime;
 pub mod sandbox;
 pub mod service;

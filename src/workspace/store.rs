@@ -6,6 +6,8 @@
 //! the same transaction that persists the transition's result.
 //! INVARIANT: a uid is allocated only when no workspace holds it and it is not quarantined
 //! (`quarantined_uids`: something of its previous holder's could not be removed).
+//! INVARIANT: a workspace's secrets are written only sealed (`secrets::seal`), bound to its
+//! row; `Store` is opened only with the key its database's secrets were sealed under.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,6 +17,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use crate::workspace::error::{WsError, WsResult};
 use crate::workspace::model::{SnapshotInfo, Workspace, now_ms};
+use crate::workspace::secrets::{self, Inspection, SealKey, row_ad};
 use crate::workspace::status::Status;
 
 const SCHEMA: &str = "
@@ -30,6 +33,7 @@ CREATE TABLE IF NOT EXISTS journal (
     started_at_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS quarantined_uids (
     uid INTEGER PRIMARY KEY, reason TEXT NOT NULL, since_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 ";
 
 /// One in-flight transition found in the journal.
@@ -54,6 +58,34 @@ pub struct Store {
     path: PathBuf,
     /// Room to close transitions on a full disk (see `reserve`).
     pub reserve: crate::workspace::reserve::Reserve,
+    /// The key the secrets are sealed under.
+    key: SealKey,
+}
+
+/// A workspace's secrets as stored: sealed for its row (only `Store::seal_secrets` makes one).
+#[derive(Debug)]
+pub struct SealedSecrets {
+    id: String,
+    value: String,
+}
+
+/// Opens the database file (made `0600`) with full durability; no schema, no writes.
+pub(crate) fn connect(path: &Path) -> WsResult<Connection> {
+    // Only the service may read it (SQLite gives its WAL the same mode).
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| WsError::io(path, e))?;
+    let conn = Connection::open(path)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    // Replaced and deleted values are zeroed, not left in free space.
+    conn.pragma_update(None, "secure_delete", "ON")?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(conn)
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> WsResult<String> {
@@ -65,22 +97,34 @@ fn from_json<T: serde::de::DeserializeOwned>(s: &str) -> WsResult<T> {
 }
 
 impl Store {
-    /// Opens (or creates) the database with full durability.
+    /// Opens (or creates) the database, its secrets sealed under the key at `key_path`
+    /// (made there at the first start; see `secrets::unlock`, which refuses a missing or
+    /// wrong key before anything is written).
+    pub fn open_sealed(path: &Path, key_path: &Path) -> WsResult<Store> {
+        Store::open_with(path, |ins| Ok(secrets::unlock(ins, path, key_path)?))
+    }
+
+    /// Tests: a fresh database under a random key that is never written down.
+    #[cfg(test)]
     pub fn open(path: &Path) -> WsResult<Store> {
-        // Secrets live here: only the service may read it (SQLite gives its WAL the same mode).
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(|e| WsError::io(path, e))?;
-        let conn = Connection::open(path)?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        Store::open_with(path, |_| {
+            let bytes = SealKey::generate().map_err(secrets::SecretsError::from)?;
+            SealKey::from_bytes(&bytes[..]).ok_or_else(|| WsError::Internal("key length".into()))
+        })
+    }
+
+    fn open_with(
+        path: &Path,
+        key: impl FnOnce(&Inspection) -> WsResult<SealKey>,
+    ) -> WsResult<Store> {
+        let mut conn = connect(path)?;
+        let ins = Inspection::read(&conn)?;
+        let key = key(&ins)?;
+        // INVARIANT: nothing was written above; a refused key left the database as it was.
         conn.execute_batch(SCHEMA)?;
-        let reserve = crate::workspace::reserve::Reserve::new(&path.with_file_name("space.reserve"));
+        secrets::settle(&mut conn, &key, &ins)?;
+        let reserve =
+            crate::workspace::reserve::Reserve::new(&path.with_file_name("space.reserve"));
         reserve.ensure();
         // Migration: resource rows and resize requests (additive; old databases keep working).
         conn.execute_batch(crate::workspace::resources::persist::SCHEMA)?;
@@ -88,6 +132,24 @@ impl Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
             reserve,
+            key,
+        })
+    }
+
+    /// Seals `secrets` for the row of workspace `id`.
+    pub fn seal_secrets(
+        &self,
+        id: &str,
+        secrets: &BTreeMap<String, String>,
+    ) -> WsResult<SealedSecrets> {
+        let plain = zeroize::Zeroizing::new(to_json(secrets)?);
+        let sealed = self
+            .key
+            .seal(&row_ad(id), plain.as_bytes())
+            .map_err(secrets::SecretsError::from)?;
+        Ok(SealedSecrets {
+            id: id.to_string(),
+            value: sealed,
         })
     }
 
@@ -144,6 +206,7 @@ impl Store {
         Ok(out)
     }
 
+    /// A workspace's secrets, opened.
     pub fn secrets(&self, id: &str) -> WsResult<BTreeMap<String, String>> {
         let conn = self.lock()?;
         let s: Option<String> = conn
@@ -151,10 +214,17 @@ impl Store {
                 r.get(0)
             })
             .optional()?;
-        match s {
-            Some(s) => from_json(&s),
-            None => Err(WsError::NotFound(id.to_string())),
-        }
+        let Some(stored) = s else {
+            return Err(WsError::NotFound(id.to_string()));
+        };
+        // Never read as plain text here: start-up sealed every plain row.
+        let unopened = |source| secrets::SecretsError::Row {
+            id: id.to_string(),
+            source,
+        };
+        let plain = self.key.open(&row_ad(id), &stored).map_err(unopened)?;
+        serde_json::from_slice(&plain)
+            .map_err(|e| WsError::Internal(format!("decoding the secrets of `{id}`: {e}")))
     }
 
     /// Uids that cannot be allocated: held by a workspace, or quarantined.
@@ -286,12 +356,14 @@ pub fn end_in(tx: &Transaction<'_>, seq: i64) -> WsResult<()> {
     Ok(())
 }
 
-/// Inserts a new workspace with its secrets.
-pub fn insert_ws(
-    tx: &Transaction<'_>,
-    ws: &Workspace,
-    secrets: &BTreeMap<String, String>,
-) -> WsResult<()> {
+/// Inserts a new workspace with its secrets (sealed for it by `Store::seal_secrets`).
+pub fn insert_ws(tx: &Transaction<'_>, ws: &Workspace, secrets: &SealedSecrets) -> WsResult<()> {
+    if secrets.id != ws.id {
+        return Err(WsError::Internal(format!(
+            "secrets sealed for `{}` given to `{}`",
+            secrets.id, ws.id
+        )));
+    }
     tx.execute(
         "INSERT INTO workspaces (id, status, uid, doc, secrets) VALUES (?1, ?2, ?3, ?4, ?5)",
         params![
@@ -299,7 +371,7 @@ pub fn insert_ws(
             ws.status.as_str(),
             ws.uid,
             to_json(ws)?,
-            to_json(secrets)?
+            secrets.value
         ],
     )?;
     Ok(())

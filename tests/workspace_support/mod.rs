@@ -18,6 +18,8 @@ pub struct Svc {
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
     pub state: PathBuf,
+    /// The secrets key (`--secrets-key`), beside the state directory: tests never share `/etc`.
+    pub key: PathBuf,
     args: Vec<String>,
     uid_base: u32,
 }
@@ -33,6 +35,7 @@ impl Svc {
         let dir = tempfile::tempdir_in(parent).unwrap();
         let socket = dir.path().join("ws.sock");
         let state = dir.path().join("state");
+        let key = dir.path().join("secrets.key");
         let mut args: Vec<String> = vec![
             "serve".into(),
             "--socket".into(),
@@ -43,6 +46,8 @@ impl Svc {
             uid_base.to_string(),
             "--uid-count".into(),
             "50".into(),
+            "--secrets-key".into(),
+            key.display().to_string(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         let mut svc = Svc {
@@ -50,6 +55,7 @@ impl Svc {
             dir,
             socket,
             state,
+            key,
             args,
             uid_base,
         };

@@ -86,8 +86,9 @@ impl Service {
         let ws = self.new_record(&req)?;
         let live = self.live(&ws.id);
         let op = live.op.lock().await;
+        let sealed = self.store.seal_secrets(&ws.id, &req.secrets)?;
         let seq = self.store.tx(|tx| {
-            store::insert_ws(tx, &ws, &req.secrets)?;
+            store::insert_ws(tx, &ws, &sealed)?;
             store::begin_in(tx, &ws.id, "create")
         })?;
         drop(gate);
