@@ -23,6 +23,8 @@ enum Command {
     /// PID 1 of a workspace's sandbox (started by the service; docs/isolation.md).
     #[command(hide = true)]
     SandboxInit(dockwarden::workspace::sandbox::InitArgs),
+    /// Rotate or forget the key that seals workspace secrets (service stopped).
+    Secrets(dockwarden::cli::secrets::SecretsArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -36,6 +38,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Ws(a) => runtime()?.block_on(dockwarden::cli::workspace::ws(a)),
         Command::SandboxInit(a) => dockwarden::workspace::sandbox::init_main(a),
+        Command::Secrets(a) => dockwarden::cli::secrets::main(a),
     }
 }
 

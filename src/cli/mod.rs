@@ -3,5 +3,6 @@
 pub mod budget;
 pub mod proxy;
 pub mod rules;
+pub mod secrets;
 pub mod workspace;
 mod ws_progress;

@@ -1,6 +1,6 @@
 //! Workspace secrets sealed at rest: each row's secrets are sealed under a key kept outside
 //! the state directory (`keyfile`), bound to the row (`row_ad`), in a versioned form (`seal`).
-//! Start-up (`unlock`) finds the key or refuses.
+//! Start-up (`unlock`) finds the key or refuses; `rotate` re-seals under a new key.
 //!
 //! INVARIANT: `state.db` holds secret values only sealed; plain rows from older versions
 //! are sealed in place at start, after which the WAL is truncated.
@@ -8,6 +8,7 @@
 //! refuses before it writes anything to the database.
 
 pub mod keyfile;
+pub mod rotate;
 pub mod seal;
 #[cfg(test)]
 mod testing;
