@@ -220,7 +220,7 @@ fn a_setuid_root_file_made_by_a_container_in_a_bind_gives_no_privilege_during_or
         // The mount the worktree is on, in the workspace's view (the deepest mount point above
         // it, the last one mounted there), is nosuid,nodev.
         let mounts = c.ok("cat /proc/self/mountinfo");
-        let wt_s = wt.to_str().unwrap();
+        let wt_s = wt.to_str().expect("utf-8 worktree");
         let line = mounts
             .lines()
             .filter(|l| {

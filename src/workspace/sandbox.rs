@@ -561,7 +561,7 @@ mod tests {
     #[test]
     fn etc_holds_the_workspace_user_and_its_own_hostname() {
         let files = etc_files(&args());
-        let get = |n: &str| files.iter().find(|(k, _)| *k == n).map(|(_, v)| v.clone()).unwrap();
+        let get = |n: &str| files.iter().find(|(k, _)| *k == n).map(|(_, v)| v.clone()).expect(n);
         assert!(get("passwd").contains("ws-my_ws:x:20001:20001:workspace my_ws:/s/workspaces/my_ws/home:/bin/sh\n"));
         assert!(get("group").contains("ws-my_ws:x:20001:\n"));
         assert_eq!(get("hostname"), "my-ws\n");
