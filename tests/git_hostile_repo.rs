@@ -109,8 +109,10 @@ fn trap(m: &Markers) -> String {
         s.push_str(&format!("git config {k} '{v}'\n"));
     }
     for h in HOOKS {
+        // The hook runs the marker program by its host path (the trap is set from inside the
+        // workspace's sandbox, which does not see that path; the operator's git would).
         s.push_str(&format!(
-            "cp '{}' .git/hooks/{h}; chmod 755 .git/hooks/{h}\n",
+            "printf '#!/bin/sh\\nexec %s \"$@\"\\n' '{}' > .git/hooks/{h}; chmod 755 .git/hooks/{h}\n",
             m.bin("hook")
         ));
     }

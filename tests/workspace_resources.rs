@@ -74,6 +74,14 @@ fn status(svc: &Svc, id: &str) -> Value {
     svc.ok("GET", &format!("/v1/workspaces/{id}/status"), None)
 }
 
+/// The host pid of the workspace process whose command line has `arg`.
+fn host_pid_of(uid: u32, arg: &str) -> i32 {
+    workspace_support::pids_of(uid)
+        .into_iter()
+        .find(|p| cmdline(&p.to_string()).iter().any(|a| a == arg))
+        .unwrap_or_else(|| panic!("no process of uid {uid} runs with `{arg}`"))
+}
+
 fn alive(pid: i32) -> bool {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
 }
@@ -183,8 +191,9 @@ fn resize_up_under_the_threshold_is_live_over_it_and_down_wait_for_approval() {
     let svc = start(28700, PLAN);
     svc.ok("POST", "/v1/workspaces", Some(json!({ "id": "rs" })));
     let uid = uid_of(&svc, "rs");
-    let bg = svc.exec("rs", "sleep 300 >/dev/null 2>&1 & echo $!");
-    let pid: i32 = bg["stdout"].as_str().unwrap().trim().parse().unwrap();
+    svc.exec("rs", "sleep 300.25 >/dev/null 2>&1 &");
+    // Its pid on the host (inside, it has the sandbox's own).
+    let pid = host_pid_of(uid as u32, "300.25");
     assert!(
         v1("memory", uid, "cgroup.procs")
             .lines()

@@ -2,6 +2,12 @@
 //! old holder left outside `workspaces/<id>` under that uid (0600 files in `/tmp`, `/var/tmp`
 //! and `/dev/shm`, SysV shared memory, message queues, semaphores, a process left behind)
 //! would be the next holder's. Delete sweeps the uid first.
+//!
+//! Since workspace commands run in sandboxes of their own (private `/tmp`, `/dev/shm` and IPC
+//! namespace, all gone with the sandbox), what a holder can leave on the host is what ran
+//! outside one: the tests leave it as the uid from the host side (as a crash of an older
+//! service, or a process outside the sandbox, would), and also check that what the first
+//! holder wrote inside its sandbox never reaches the next one.
 #![allow(clippy::unwrap_used)]
 
 mod workspace_support;
@@ -37,10 +43,10 @@ fn keys(tag: u32) -> [u32; 3] {
     [0x0d70_0000 + tag * 4, 0x0d70_0001 + tag * 4, 0x0d70_0002 + tag * 4]
 }
 
-/// The secrets a workspace leaves outside its directory, as the workspace user: 0600 files
-/// in the three temporary directories (one in a directory of its own), a shm segment, a
-/// message queue with a message in it, a semaphore set, and a process that keeps writing.
-fn leave_secrets(svc: &Svc, id: &str, tag: u32) {
+/// The secrets a holder leaves outside its directory, as the workspace uid on the host: 0600
+/// files in the three temporary directories (one in a directory of its own), a shm segment,
+/// a message queue with a message in it, a semaphore set, and a process that keeps writing.
+fn leave_secrets(uid: u32, tag: u32) {
     let [shm, msg, sem] = keys(tag);
     let script = format!(
         "set -e; umask 077
@@ -57,7 +63,16 @@ assert libc.msgsnd(m, buf, 6, 0) == 0'
          nohup sh -c 'while :; do echo secret > /tmp/dw-respawn-{tag}; sleep 0.1; done' >/dev/null 2>&1 &
          sleep 0.3; ls /tmp/dw-respawn-{tag}"
     );
-    exec_ok(svc, id, &script);
+    use std::os::unix::process::CommandExt;
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .uid(uid)
+        .gid(uid)
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Paths under the three directories (same filesystem only) owned by `uid`.
@@ -100,11 +115,12 @@ fn delete(svc: &Svc, id: &str) {
 #[test]
 fn delete_leaves_no_file_or_ipc_object_owned_by_the_uid() {
     if !root() || !std::path::Path::new(PY).exists() {
+        println!("skipped: needs root and {PY}");
         return;
     }
     let svc = Svc::start(27400, &[], &[]);
     let uid = create(&svc, "old");
-    leave_secrets(&svc, "old", 1);
+    leave_secrets(uid, 1);
     assert!(files_of(uid).len() >= 5, "{:?}", files_of(uid));
     assert_eq!(ipc_of(uid).len(), 3, "{:?}", ipc_of(uid));
     delete(&svc, "old");
@@ -120,17 +136,20 @@ fn delete_leaves_no_file_or_ipc_object_owned_by_the_uid() {
 #[test]
 fn a_new_workspace_on_a_reused_uid_reads_nothing_its_previous_holder_left() {
     if !root() || !std::path::Path::new(PY).exists() {
+        println!("skipped: needs root and {PY}");
         return;
     }
     let svc = Svc::start(27450, &[], &[]);
     let uid = create(&svc, "first");
-    leave_secrets(&svc, "first", 2);
+    leave_secrets(uid, 2);
+    // And inside its sandbox: a private /tmp, /dev/shm and IPC namespace, gone with it.
+    exec_ok(&svc, "first", "umask 077; echo inside > /tmp/dw-inside-2; echo inside > /dev/shm/dw-inside-2");
     delete(&svc, "first");
     let next = create(&svc, "second");
     assert_eq!(next, uid, "the test needs the uid handed on");
     let [shm, msg, sem] = keys(2);
     let probe = format!(
-        "for f in /tmp/dw-secret-2 /var/tmp/dw-secret-2 /dev/shm/dw-secret-2 /tmp/dw-dir-2/inner /tmp/dw-respawn-2; do
+        "for f in /tmp/dw-secret-2 /var/tmp/dw-secret-2 /dev/shm/dw-secret-2 /tmp/dw-dir-2/inner /tmp/dw-respawn-2 /tmp/dw-inside-2 /dev/shm/dw-inside-2; do
            if cat $f 2>/dev/null; then echo \"read $f\"; fi
          done
          {PY} -c 'import ctypes; libc = ctypes.CDLL(None)

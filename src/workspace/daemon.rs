@@ -101,6 +101,12 @@ pub async fn run(opts: DaemonOptions, shutdown: impl Future<Output = ()>) -> WsR
     svc.recover_on_start().await?;
     // After recovery (which finishes interrupted deletes): what a crash left under free uids.
     svc.sweep_free_uids_on_start().await?;
+    // After recovery found (and stopped) what an earlier service left running: the sandboxes'
+    // PID 1s it left, idle now.
+    let left = crate::workspace::sandbox::Sandboxes::sweep(&svc.cfg.state_dir.join("workspaces"));
+    if left > 0 {
+        warn!(count = left, "stopped workspace sandboxes an earlier service left");
+    }
     svc.reapply_resources();
     let listener = api::bind(&opts.socket, opts.socket_mode)?;
     info!(socket = %opts.socket.display(), "workspace service ready");

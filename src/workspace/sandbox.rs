@@ -19,12 +19,15 @@
 //! How: the service spawns `dockwarden sandbox-init` from a thread that joined the
 //! workspace's network namespace and unshared its PID namespace, so the init is PID 1; the
 //! init (a fresh, single-threaded process) unshares mount, IPC and UTS, builds the root,
-//! `pivot_root`s into it, mounts `/proc`, drops to the workspace uid with no groups and
-//! `no_new_privs`, says `ready` and reaps. A command joins the init's namespaces with `setns`
+//! `pivot_root`s into it, mounts `/proc`, drops its groups, sets `no_new_privs`, says `ready`
+//! and reaps. A command joins the init's namespaces with `setns`
 //! from a thread of its own ([`enter`]) and is spawned there, so it is born inside.
 //!
-//! INVARIANT: the init and everything in the namespaces run as the workspace uid with
-//! `no_new_privs`; root work ends before `ready`.
+//! INVARIANT: everything in the namespaces but PID 1 runs as the workspace uid with
+//! `no_new_privs`. PID 1 stays root (with `no_new_privs`, no groups) only so that no workspace
+//! process can signal or trace it; after `ready` it only reaps and forwards signals. It is
+//! killed at every stop of the workspace, and a service start kills the ones an earlier
+//! service left ([`Sandboxes::sweep`]).
 //! INVARIANT: every mount of the sandbox is made in the init's own mount namespace, whose
 //! mounts are slaves of the host's: nothing propagates back, and nothing is left on the host
 //! when the init dies.
@@ -159,11 +162,17 @@ fn mnt(src: Option<&Path>, dst: &Path, fstype: Option<&str>, flags: MsFlags, dat
 /// it with `extra` flags on top of the ones it had.
 fn bind(src: &Path, dst: &Path, extra: MsFlags) -> std::io::Result<()> {
     let meta = std::fs::metadata(src).map_err(|e| err(src.display(), e))?;
+    // Directories made on the way are searchable, not listable: `ls` of the state directory
+    // shows nothing of it.
+    let mkdirs = |d: &Path| {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().recursive(true).mode(0o711).create(d).map_err(|e| err(d.display(), e))
+    };
     if meta.is_dir() {
-        std::fs::create_dir_all(dst).map_err(|e| err(dst.display(), e))?;
+        mkdirs(dst)?;
     } else {
         if let Some(p) = dst.parent() {
-            std::fs::create_dir_all(p).map_err(|e| err(p.display(), e))?;
+            mkdirs(p)?;
         }
         File::create(dst).map_err(|e| err(dst.display(), e))?;
     }
@@ -307,7 +316,6 @@ fn build_root(a: &InitArgs) -> std::io::Result<()> {
 
 /// `dockwarden sandbox-init`: PID 1 of a workspace. Never returns on success.
 pub fn init_main(a: InitArgs) -> anyhow::Result<()> {
-    use nix::unistd::{Gid, Uid};
     if nix::unistd::getpid().as_raw() != 1 {
         anyhow::bail!("sandbox-init must be PID 1 of a new PID namespace (the service starts it)");
     }
@@ -339,9 +347,6 @@ pub fn init_main(a: InitArgs) -> anyhow::Result<()> {
         None,
     )?;
     nix::unistd::setgroups(&[]).map_err(|e| err("setgroups", e))?;
-    let (u, g) = (Uid::from_raw(a.uid), Gid::from_raw(a.gid));
-    nix::unistd::setresgid(g, g, g).map_err(|e| err("setresgid", e))?;
-    nix::unistd::setresuid(u, u, u).map_err(|e| err("setresuid", e))?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| err("no_new_privs", e))?;
     let mut out = std::io::stdout();
     writeln!(out, "ready").and_then(|()| out.flush()).map_err(|e| err("ready", e))?;
@@ -410,7 +415,7 @@ impl Sandboxes {
     ) -> std::io::Result<i32> {
         let mut inits = self.inits.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(&pid) = inits.get(s.id)
-            && is_init_of(pid, s.id, s.uid)
+            && is_init_of(pid, s.id)
         {
             return Ok(pid);
         }
@@ -465,9 +470,40 @@ impl Sandboxes {
         Ok(pid)
     }
 
-    /// Forgets a workspace's init (it is killed with the workspace's processes).
-    pub fn forget(&self, id: &str) {
-        self.inits.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    /// Kills a workspace's init (and so everything left in its namespaces) and waits, up to
+    /// 2 s, until it is reaped: a zombie still holds its cgroup, which delete removes next.
+    pub async fn stop(&self, id: &str) {
+        let pid = self.inits.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        let Some(pid) = pid.filter(|&p| is_init_of(p, id)) else { return };
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+        for _ in 0..200 {
+            if !proc_dir.exists() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tracing::warn!(workspace.id = id, pid, "the sandbox's init was not reaped within 2 s");
+    }
+
+    /// Kills the inits an earlier service of this state directory left (a crash): their
+    /// `--root` lies under `workspaces_dir`. Runs before any command is spawned.
+    pub fn sweep(workspaces_dir: &Path) -> usize {
+        let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+        let mut prefix = workspaces_dir.as_os_str().as_encoded_bytes().to_vec();
+        prefix.push(b'/');
+        let mut n = 0;
+        for e in dir.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+            let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            let ours = args.iter().any(|a| *a == b"sandbox-init")
+                && args.windows(2).any(|w| w[0] == b"--root" && w[1].starts_with(&prefix));
+            if ours && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).is_ok() {
+                n += 1;
+            }
+        }
+        n
     }
 }
 
@@ -487,14 +523,14 @@ fn read_ready(child: &mut std::process::Child) -> std::io::Result<()> {
     }
 }
 
-/// Whether `pid` is the init of workspace `id`, running as `uid`.
-fn is_init_of(pid: i32, id: &str, uid: u32) -> bool {
+/// Whether `pid` is the init of workspace `id` (root's, so no workspace process forged it).
+fn is_init_of(pid: i32, id: &str) -> bool {
     let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
     let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
     let named = args.windows(2).any(|w| w[0] == b"--id" && w[1] == id.as_bytes());
     let is_init = args.iter().any(|a| *a == b"sandbox-init");
     let owner = std::fs::metadata(format!("/proc/{pid}")).map(|m| m.uid()).ok();
-    is_init && named && owner == Some(uid) && crate::workspace::runtime::docker::dockerd::alive(pid)
+    is_init && named && owner == Some(0) && crate::workspace::runtime::docker::dockerd::alive(pid)
 }
 
 /// On the calling thread (one of its own): joins every namespace of the init `pid`. Children

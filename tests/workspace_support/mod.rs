@@ -168,9 +168,40 @@ impl Drop for Svc {
                 let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
             }
         }
+        // The sandboxes' PID 1s (root's; a restarted service would sweep them), waited for:
+        // a zombie still holds its cgroup.
+        let inits = sandbox_inits(&self.state);
+        for pid in &inits {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), nix::sys::signal::Signal::SIGKILL);
+        }
+        for pid in inits {
+            let dir = PathBuf::from(format!("/proc/{pid}"));
+            let t0 = Instant::now();
+            while dir.exists() && t0.elapsed() < Duration::from_secs(2) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         // And the (now empty) workspace cgroups a killed service could not remove.
         remove_workspace_cgroups(self.uid_base, 50);
     }
+}
+
+/// The pids of the sandbox inits of workspaces under `state` (`dockwarden sandbox-init
+/// --root <state>/workspaces/<id>/sandbox`).
+pub fn sandbox_inits(state: &Path) -> Vec<i32> {
+    let prefix = format!("{}/", state.join("workspaces").display());
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+        if args.iter().any(|a| *a == b"sandbox-init")
+            && args.windows(2).any(|w| w[0] == b"--root" && w[1].starts_with(prefix.as_bytes()))
+        {
+            out.push(pid);
+        }
+    }
+    out
 }
 
 /// Removes `dockwarden_ws_<uid>` (and its child cgroups) on every hierarchy for the range.

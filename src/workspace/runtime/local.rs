@@ -379,6 +379,10 @@ impl Runtime for LocalRuntime {
             if self.setuid {
                 n += procs::kill_uid(spec.uid).await;
             }
+            // The sandbox's PID 1 last: with it the kernel ends whatever is left inside.
+            if let Some(sb) = &self.sandbox {
+                sb.stop(&spec.workspace_id).await;
+            }
             Ok(n)
         })
     }
