@@ -168,7 +168,11 @@ impl Env {
     }
 
     fn load_image(&self, id: &str) {
-        let out = self.ok(id, &format!("docker load -i {}", self.image_tar.display()));
+        // Inside its sandbox a workspace sees only its own files: the archive goes in first.
+        let inside = self.ws_dir(id).join("worktree/.image.tar");
+        std::fs::copy(&self.image_tar, &inside).unwrap();
+        std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let out = self.ok(id, "docker load -i .image.tar && rm -f .image.tar");
         assert!(out.contains("dockwarden-test"), "{out}");
     }
 

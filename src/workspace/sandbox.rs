@@ -487,7 +487,7 @@ impl Sandboxes {
     }
 
     /// Kills the inits an earlier service of this state directory left (a crash): their
-    /// `--root` lies under `workspaces_dir`. Runs before any command is spawned.
+    /// `--root` lies under `workspaces_dir` and they are not this process's children.
     pub fn sweep(workspaces_dir: &Path) -> usize {
         let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
         let mut prefix = workspaces_dir.as_os_str().as_encoded_bytes().to_vec();
@@ -497,8 +497,14 @@ impl Sandboxes {
             let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
             let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
             let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            // This service's own (started during recovery) are its children; an earlier
+            // service's were handed to the host's init when it died.
+            let ppid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|st| st.rsplit(')').next()?.split_whitespace().nth(1)?.parse::<u32>().ok());
             let ours = args.iter().any(|a| *a == b"sandbox-init")
-                && args.windows(2).any(|w| w[0] == b"--root" && w[1].starts_with(&prefix));
+                && args.windows(2).any(|w| w[0] == b"--root" && w[1].starts_with(&prefix))
+                && ppid != Some(std::process::id());
             if ours && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).is_ok() {
                 n += 1;
             }
