@@ -286,7 +286,8 @@ fn cgroup_contents(cg: &Path) -> String {
 /// Asserts that nothing of workspace `id` (uid `uid`) is left on the machine.
 fn assert_nothing_left(env: &Env, id: &str, uid: u64) {
     let dir = env.ws_dir(id);
-    let needle = dir.display().to_string();
+    // With the separator: `ar` is not `ar-fork`.
+    let needle = format!("{}/", dir.display());
     assert!(!dir.exists(), "workspace directory (data root) removed");
     assert_eq!(
         pids_mentioning(&needle),
