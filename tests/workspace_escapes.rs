@@ -16,7 +16,6 @@
 //! repository too (`tests/git_hostile_repo.rs` for the selector; `hostile_repository...` here
 //! for the verbs). Needs root; skips with a printed reason otherwise.
 
-#[allow(dead_code)]
 mod workspace_support;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

@@ -4,7 +4,6 @@
 //! The network checks are in `tests/workspace_isolation_net.rs`. Needs root; skips with a
 //! printed reason otherwise.
 
-#[allow(dead_code)]
 mod workspace_support;
 
 use std::os::unix::fs::PermissionsExt;
