@@ -60,6 +60,11 @@ pub struct ServeArgs {
     /// Resource layers, defaults and disk pool (TOML; docs/resources.md). Default: embedded.
     #[arg(long)]
     pub resources: Option<PathBuf>,
+    /// What workspaces reach beyond their walls (docs/isolation.md, "Network"): `nat` (the
+    /// host masquerades their traffic to anything but the host, its Docker bridges, other
+    /// workspaces and link-local addresses) or `none` (nothing outside the workspace).
+    #[arg(long, default_value = "nat", value_parser = ["nat", "none"])]
+    pub egress: String,
 }
 
 /// Runs the workspace service until SIGINT or SIGTERM.
@@ -105,6 +110,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         config,
         docker,
         resources,
+        egress: args.egress.parse().map_err(|e: String| anyhow::anyhow!(e))?,
     };
     daemon::run(opts, daemon::shutdown_signal())
         .await

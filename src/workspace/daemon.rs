@@ -11,6 +11,7 @@ use tracing::{info, warn};
 
 use crate::workspace::error::{WsError, WsResult};
 use crate::workspace::resources::{LocalProvider, Manager, ResourcesConfig};
+use crate::workspace::runtime::wsnet::{Egress, Net};
 use crate::workspace::runtime::{DockerConfig, DockerRuntime, LocalRuntime, Runtime, Runtimes};
 use crate::workspace::snapshot::LocalSnapshotStore;
 use crate::workspace::store::Store;
@@ -26,11 +27,13 @@ pub struct DaemonOptions {
     pub docker: Option<DockerConfig>,
     /// Resource layers, defaults and the disk pool (`serve --resources`; embedded default).
     pub resources: ResourcesConfig,
+    /// What workspaces may reach beyond the walls (`serve --egress`).
+    pub egress: Egress,
 }
 
 /// Opens the state under `cfg.state_dir` and builds the service with the local seams.
 pub fn open_service(cfg: Config, docker: Option<DockerConfig>) -> WsResult<Arc<Service>> {
-    open_service_with(cfg, docker, ResourcesConfig::embedded())
+    open_service_with(cfg, docker, ResourcesConfig::embedded(), Egress::default())
 }
 
 /// `open_service` with a resources configuration: the disk pool is mounted (or found again)
@@ -39,6 +42,7 @@ pub fn open_service_with(
     cfg: Config,
     docker: Option<DockerConfig>,
     resources: ResourcesConfig,
+    egress: Egress,
 ) -> WsResult<Arc<Service>> {
     let disk = crate::workspace::resources::disk::Disk::open(&cfg.state_dir, &resources);
     // Workspace users must traverse to their own worktree, but list nothing on the way.
@@ -50,15 +54,20 @@ pub fn open_service_with(
     let store = Store::open(&cfg.state_dir.join("state.db"))?;
     let snapshots = LocalSnapshotStore::open(&cfg.state_dir.join("snapshots"))?;
     let local = Arc::new(LocalRuntime::new());
+    let mut net = None;
     if local.isolates_users() {
         crate::workspace::preflight::check_traversable(&cfg.state_dir)?;
+        // INVARIANT: a root service never runs workspaces on the host's network.
+        let n = Net::install(egress)
+            .map_err(|e| WsError::Internal(format!("setting up workspace networks: {e}")))?;
+        net = Some(Arc::new(n));
     } else {
-        warn!("not running as root: workspace commands run as this user, not per-workspace uids");
+        warn!("not running as root: workspace commands run as this user, not per-workspace uids, on the host's network");
     }
     let (docker, docker_unavailable) = match docker {
         None => (None, "it is turned off (`serve --no-docker`)".to_string()),
         Some(d) => match DockerRuntime::new(d, local.clone()) {
-            Ok(rt) => (Some(Arc::new(rt) as Arc<dyn Runtime>), String::new()),
+            Ok(rt) => (Some(Arc::new(rt.with_net(net.clone())) as Arc<dyn Runtime>), String::new()),
             Err(why) => {
                 warn!(reason = %why, "the docker-compose runtime is unavailable");
                 (None, why)
@@ -69,6 +78,7 @@ pub fn open_service_with(
         standard: local,
         docker,
         docker_unavailable,
+        net,
     };
     let mut svc = Service::new(cfg, store, Arc::new(snapshots), Arc::new(runtimes));
     svc.resources = Manager::new(resources, Arc::new(LocalProvider::detect(disk)));
@@ -80,7 +90,7 @@ pub async fn run(opts: DaemonOptions, shutdown: impl Future<Output = ()>) -> WsR
     // INVARIANT: nothing in the state directory is touched before its lock is held.
     let _lock = crate::workspace::lock::lock_state_dir(&opts.config.state_dir)?;
     crate::workspace::lock::refuse_live_socket(&opts.socket)?;
-    let svc = open_service_with(opts.config, opts.docker, opts.resources)?;
+    let svc = open_service_with(opts.config, opts.docker, opts.resources, opts.egress)?;
     svc.settle_image_clones();
     // INVARIANT: recovery finishes before the socket accepts a request.
     svc.recover_on_start().await?;
