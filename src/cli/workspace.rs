@@ -110,7 +110,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         config,
         docker,
         resources,
-        egress: args.egress.parse().map_err(|e: String| anyhow::anyhow!(e))?,
+        egress: args
+            .egress
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!(e))?,
     };
     daemon::run(opts, daemon::shutdown_signal())
         .await

@@ -62,12 +62,17 @@ pub fn open_service_with(
             .map_err(|e| WsError::Internal(format!("setting up workspace networks: {e}")))?;
         net = Some(Arc::new(n));
     } else {
-        warn!("not running as root: workspace commands run as this user, not per-workspace uids, on the host's network");
+        warn!(
+            "not running as root: workspace commands run as this user, not per-workspace uids, on the host's network"
+        );
     }
     let (docker, docker_unavailable) = match docker {
         None => (None, "it is turned off (`serve --no-docker`)".to_string()),
         Some(d) => match DockerRuntime::new(d, local.clone()) {
-            Ok(rt) => (Some(Arc::new(rt.with_net(net.clone())) as Arc<dyn Runtime>), String::new()),
+            Ok(rt) => (
+                Some(Arc::new(rt.with_net(net.clone())) as Arc<dyn Runtime>),
+                String::new(),
+            ),
             Err(why) => {
                 warn!(reason = %why, "the docker-compose runtime is unavailable");
                 (None, why)

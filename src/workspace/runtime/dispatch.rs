@@ -37,7 +37,10 @@ impl Runtimes {
 
     /// The network of a standard workspace, when there is one to manage.
     fn standard_net(&self, spec: &RunSpec) -> Option<(Arc<Net>, std::path::PathBuf)> {
-        let net = self.net.as_ref().filter(|_| spec.kind == RuntimeKind::Standard)?;
+        let net = self
+            .net
+            .as_ref()
+            .filter(|_| spec.kind == RuntimeKind::Standard)?;
         Some((net.clone(), wsnet::ns_path(&spec.ws_dir)))
     }
 }
@@ -117,7 +120,10 @@ impl Runtime for Runtimes {
             let stopped = down.await?;
             if let Some((net, ns)) = net {
                 let uid = spec.uid;
-                net_step("releasing the workspace's network", move || net.release(&ns, uid)).await?;
+                net_step("releasing the workspace's network", move || {
+                    net.release(&ns, uid)
+                })
+                .await?;
             }
             Ok(stopped)
         })
@@ -133,7 +139,10 @@ impl Runtime for Runtimes {
             destroy.await?;
             if let Some((net, ns)) = net {
                 let uid = spec.uid;
-                net_step("releasing the workspace's network", move || net.release(&ns, uid)).await?;
+                net_step("releasing the workspace's network", move || {
+                    net.release(&ns, uid)
+                })
+                .await?;
             }
             Ok(())
         })

@@ -149,7 +149,11 @@ pub fn link_addrs(uid: u32, host_routes: &[HostRoute]) -> Result<LinkAddrs, NetE
 
 /// Pure: the `iptables-restore --noflush` input that (re)writes the chains whole.
 pub fn rules() -> String {
-    let mut r = vec!["*mangle".to_string(), format!(":{CHAIN} - [0:0]"), format!(":{CHAIN_IN} - [0:0]")];
+    let mut r = vec![
+        "*mangle".to_string(),
+        format!(":{CHAIN} - [0:0]"),
+        format!(":{CHAIN_IN} - [0:0]"),
+    ];
     let fwd = |spec: &str| format!("-A {CHAIN} {spec}");
     r.extend([
         fwd("-i dwi+ -j DROP"),
@@ -165,12 +169,20 @@ pub fn rules() -> String {
         r.push(fwd(&format!("-i dwe+ -o {out} -j DROP")));
     }
     for link in ["dwe+", "dwi+"] {
-        r.push(format!("-A {CHAIN_IN} -i {link} -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN"));
+        r.push(format!(
+            "-A {CHAIN_IN} -i {link} -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN"
+        ));
         r.push(format!("-A {CHAIN_IN} -i {link} -j DROP"));
     }
     r.push("COMMIT".into());
-    r.extend(["*filter".into(), format!(":{CHAIN} - [0:0]"), fwd("-i dwe+ -j ACCEPT")]);
-    r.push(fwd("-o dwe+ -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"));
+    r.extend([
+        "*filter".into(),
+        format!(":{CHAIN} - [0:0]"),
+        fwd("-i dwe+ -j ACCEPT"),
+    ]);
+    r.push(fwd(
+        "-o dwe+ -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+    ));
     r.extend(["COMMIT".into(), "*nat".into(), format!(":{CHAIN} - [0:0]")]);
     r.push(fwd(&format!("-s {LINK_POOL} -o dwe+ -j RETURN")));
     r.push(fwd(&format!("-s {LINK_POOL} -j MASQUERADE")));
@@ -195,7 +207,11 @@ fn inside_batch(host_link: &str, a: LinkAddrs, egress: Egress, service_pid: u32)
 }
 
 /// Pure: the links among `names` that belong to a uid of `range` no workspace holds.
-pub fn stale_links<'a>(names: impl IntoIterator<Item = &'a str>, range: &Range<u32>, held: &HashSet<u32>) -> Vec<String> {
+pub fn stale_links<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+    range: &Range<u32>,
+    held: &HashSet<u32>,
+) -> Vec<String> {
     names
         .into_iter()
         .filter(|n| {
@@ -223,9 +239,24 @@ impl Net {
         let _lock = host_lock()?;
         run("iptables-restore", &["-w", "--noflush"], Some(&rules()))?;
         for (table, builtin, chain, first) in JUMPS {
-            if run("iptables", &["-w", "-t", table, "-C", builtin, "-j", chain], None).is_err() {
-                let at: &[&str] = if first { &["-I", builtin, "1"] } else { &["-A", builtin] };
-                let args: Vec<&str> = ["-w", "-t", table].iter().chain(at).chain(&["-j", chain]).copied().collect();
+            if run(
+                "iptables",
+                &["-w", "-t", table, "-C", builtin, "-j", chain],
+                None,
+            )
+            .is_err()
+            {
+                let at: &[&str] = if first {
+                    &["-I", builtin, "1"]
+                } else {
+                    &["-A", builtin]
+                };
+                let args: Vec<&str> = ["-w", "-t", table]
+                    .iter()
+                    .chain(at)
+                    .chain(&["-j", chain])
+                    .copied()
+                    .collect();
                 run("iptables", &args, None)?;
             }
         }
@@ -233,7 +264,9 @@ impl Net {
             let f = "/proc/sys/net/ipv4/ip_forward";
             if std::fs::read_to_string(f).map_err(io_err(f))?.trim() == "0" {
                 sysctl(f, "1")?;
-                info!("net.ipv4.ip_forward was 0: turned on for workspace egress (`serve --egress nat`); the chains forward only what workspace links send");
+                info!(
+                    "net.ipv4.ip_forward was 0: turned on for workspace egress (`serve --egress nat`); the chains forward only what workspace links send"
+                );
             }
         }
         info!(egress = ?egress, chain = CHAIN, "workspace networks ready");
@@ -258,7 +291,8 @@ impl Net {
         }
         release_locked(ns, uid)?;
         let t0 = Instant::now();
-        netns::create_bare(ns).map_err(io_err(format!("a network namespace at `{}`", ns.display())))?;
+        netns::create_bare(ns)
+            .map_err(io_err(format!("a network namespace at `{}`", ns.display())))?;
         let a = self.attach_locked(ns, uid).inspect_err(|_| {
             let _ = release_locked(ns, uid);
         })?;
@@ -275,7 +309,10 @@ impl Net {
     fn attach_locked(&self, ns: &Path, uid: u32) -> Result<LinkAddrs, NetError> {
         // A link left by an earlier namespace of this uid (being torn down, or a crash's).
         detach(uid)?;
-        let routes = crate::hostnet::routes().map_err(|e| NetError::Io { what: "the host's routes".into(), source: io::Error::other(e.to_string()) })?;
+        let routes = crate::hostnet::routes().map_err(|e| NetError::Io {
+            what: "the host's routes".into(),
+            source: io::Error::other(e.to_string()),
+        })?;
         let a = link_addrs(uid, &routes)?;
         let host = link_name(uid, self.egress);
         let batch = inside_batch(&host, a, self.egress, std::process::id());
@@ -284,7 +321,10 @@ impl Net {
             sysctl_v6("default", "disable_ipv6")?;
             spawn("ip", &["-batch", "-"]).map_err(|e| io::Error::other(e.to_string()))
         })
-        .map_err(io_err(format!("configuring the namespace at `{}`", ns.display())))?;
+        .map_err(io_err(format!(
+            "configuring the namespace at `{}`",
+            ns.display()
+        )))?;
         let done = feed(child, "ip -batch - (in the namespace)", &batch).and_then(|()| {
             sysctl_v6(&host, "disable_ipv6")?;
             sysctl(&format!("/proc/sys/net/ipv4/conf/{host}/rp_filter"), "1")?;
@@ -308,7 +348,10 @@ impl Net {
 }
 
 fn release_locked(ns: &Path, uid: u32) -> Result<(), NetError> {
-    netns::release(ns).map_err(io_err(format!("releasing the namespace at `{}`", ns.display())))?;
+    netns::release(ns).map_err(io_err(format!(
+        "releasing the namespace at `{}`",
+        ns.display()
+    )))?;
     detach(uid)
 }
 
@@ -342,7 +385,11 @@ pub fn detach(uid: u32) -> Result<(), NetError> {
 /// At start: deletes the links of uids in `range` that no workspace holds (a crash's).
 pub fn sweep_links(range: Range<u32>, held: &HashSet<u32>) {
     let names: Vec<String> = std::fs::read_dir("/sys/class/net")
-        .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
         .unwrap_or_default();
     for name in stale_links(names.iter().map(String::as_str), &range, held) {
         match run("ip", &["link", "del", &name], None) {
@@ -364,8 +411,10 @@ fn host_lock() -> Result<nix::fcntl::Flock<std::fs::File>, NetError> {
         .write(true)
         .open(LOCK)
         .map_err(io_err(LOCK))?;
-    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, e)| NetError::Io { what: format!("locking `{LOCK}`"), source: e.into() })
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| NetError::Io {
+        what: format!("locking `{LOCK}`"),
+        source: e.into(),
+    })
 }
 
 fn sysctl(path: &str, value: &str) -> Result<(), NetError> {
@@ -401,7 +450,9 @@ fn feed(mut child: Child, cmd: &str, input: &str) -> Result<(), NetError> {
         // A child that exited early says why on stderr; the write error adds nothing.
         let _ = stdin.write_all(input.as_bytes());
     }
-    let out = child.wait_with_output().map_err(io_err(format!("waiting for `{cmd}`")))?;
+    let out = child
+        .wait_with_output()
+        .map_err(io_err(format!("waiting for `{cmd}`")))?;
     if out.status.success() {
         Ok(())
     } else {
@@ -414,7 +465,11 @@ fn feed(mut child: Child, cmd: &str, input: &str) -> Result<(), NetError> {
 
 fn run(prog: &str, args: &[&str], input: Option<&str>) -> Result<(), NetError> {
     let child = spawn(prog, args)?;
-    feed(child, &format!("{prog} {}", args.join(" ")), input.unwrap_or(""))
+    feed(
+        child,
+        &format!("{prog} {}", args.join(" ")),
+        input.unwrap_or(""),
+    )
 }
 
 #[cfg(test)]
@@ -422,13 +477,21 @@ mod tests {
     use super::*;
 
     fn route(net: [u8; 4], prefix: u8, iface: &str) -> HostRoute {
-        HostRoute { network: Ipv4Addr::from(net), prefix, iface: iface.into() }
+        HostRoute {
+            network: Ipv4Addr::from(net),
+            prefix,
+            iface: iface.into(),
+        }
     }
 
     #[test]
     fn a_link_is_a_31_of_the_pool_by_uid_and_skips_host_routes() {
         let a = link_addrs(20000, &[]).expect("free");
-        assert_eq!(a.host, Ipv4Addr::new(10, 127, 0x9c, 0x40), "20000 mod 32768 = 20000, times 2");
+        assert_eq!(
+            a.host,
+            Ipv4Addr::new(10, 127, 0x9c, 0x40),
+            "20000 mod 32768 = 20000, times 2"
+        );
         assert_eq!(u32::from(a.inside), u32::from(a.host) + 1);
         assert_ne!(link_addrs(20001, &[]).expect("free"), a);
         // Uids 32768 apart would share a slot; another link's /31 is a host route, so the
@@ -437,31 +500,58 @@ mod tests {
         let moved = link_addrs(20000 + LINK_SLOTS, &taken).expect("the next slot is free");
         assert_eq!(moved, link_addrs(20001, &[]).expect("free"));
         // The default route and unrelated networks are no clash.
-        let host = vec![route([0, 0, 0, 0], 0, "eth0"), route([172, 17, 0, 0], 16, "docker0")];
+        let host = vec![
+            route([0, 0, 0, 0], 0, "eth0"),
+            route([172, 17, 0, 0], 16, "docker0"),
+        ];
         assert_eq!(link_addrs(20000, &host).expect("free"), a);
         // The last slot wraps to the first.
         let last = vec![route([10, 127, 255, 254], 31, "x")];
-        assert_eq!(link_addrs(LINK_SLOTS - 1, &last).expect("free").host, Ipv4Addr::new(10, 127, 0, 0));
+        assert_eq!(
+            link_addrs(LINK_SLOTS - 1, &last).expect("free").host,
+            Ipv4Addr::new(10, 127, 0, 0)
+        );
     }
 
     #[test]
     fn a_route_over_the_whole_pool_is_an_error_not_a_clashing_link() {
-        for r in [route([10, 127, 0, 0], 16, "vpn0"), route([10, 0, 0, 0], 8, "vpn0")] {
+        for r in [
+            route([10, 127, 0, 0], 16, "vpn0"),
+            route([10, 0, 0, 0], 8, "vpn0"),
+        ] {
             assert!(matches!(link_addrs(7, &[r]), Err(NetError::NoFreeLink)));
         }
-        assert!(NetError::NoFreeLink.to_string().contains("overlaps a host route"));
+        assert!(
+            NetError::NoFreeLink
+                .to_string()
+                .contains("overlaps a host route")
+        );
     }
 
     #[test]
     fn the_link_pool_lies_outside_the_daemons_pools() {
         for uid in [0, 20000, 32767, 32768, u32::MAX] {
             let a = link_addrs(uid, &[]).expect("free");
-            let pools = crate::workspace::runtime::docker::dockerd::addresses(uid, &[]).expect("free");
+            let pools =
+                crate::workspace::runtime::docker::dockerd::addresses(uid, &[]).expect("free");
             let (net, len) = pools.pool.split_once('/').expect("cidr");
             let net: Ipv4Addr = net.parse().expect("addr");
-            assert!(!dockerd::overlaps(u32::from(a.host), 31, u32::from(net), len.parse().expect("len")));
-            assert!(!dockerd::overlaps(u32::from(a.host), 31, u32::from(Ipv4Addr::new(10, 128, 0, 0)), 9));
-            assert!(link_name(uid, Egress::Nat).len() <= 15, "an interface name has at most 15 bytes");
+            assert!(!dockerd::overlaps(
+                u32::from(a.host),
+                31,
+                u32::from(net),
+                len.parse().expect("len")
+            ));
+            assert!(!dockerd::overlaps(
+                u32::from(a.host),
+                31,
+                u32::from(Ipv4Addr::new(10, 128, 0, 0)),
+                9
+            ));
+            assert!(
+                link_name(uid, Egress::Nat).len() <= 15,
+                "an interface name has at most 15 bytes"
+            );
         }
     }
 
@@ -469,8 +559,14 @@ mod tests {
     fn egress_none_gets_no_default_route_and_its_own_link_prefix() {
         let a = link_addrs(20000, &[]).expect("free");
         let nat = inside_batch("dwe20000", a, Egress::Nat, 42);
-        assert!(nat.contains("peer name dwe20000 netns /proc/42/ns/net"), "{nat}");
-        assert!(nat.contains(&format!("route add default via {} dev eth0", a.host)), "{nat}");
+        assert!(
+            nat.contains("peer name dwe20000 netns /proc/42/ns/net"),
+            "{nat}"
+        );
+        assert!(
+            nat.contains(&format!("route add default via {} dev eth0", a.host)),
+            "{nat}"
+        );
         let none = inside_batch("dwi20000", a, Egress::None, 42);
         assert!(!none.contains("route"), "{none}");
         assert!(none.starts_with("link set lo up\n"));
@@ -510,7 +606,21 @@ mod tests {
     #[test]
     fn only_links_of_free_uids_in_range_are_stale() {
         let held: HashSet<u32> = [20001].into_iter().collect();
-        let names = ["lo", "eth0", "dwe20000", "dwi20002", "dwe20001", "dwe30000", "dwe", "dwe2x", "docker0", "dwex20003"];
-        assert_eq!(stale_links(names, &(20000..20050), &held), vec!["dwe20000".to_string(), "dwi20002".to_string()]);
+        let names = [
+            "lo",
+            "eth0",
+            "dwe20000",
+            "dwi20002",
+            "dwe20001",
+            "dwe30000",
+            "dwe",
+            "dwe2x",
+            "docker0",
+            "dwex20003",
+        ];
+        assert_eq!(
+            stale_links(names, &(20000..20050), &held),
+            vec!["dwe20000".to_string(), "dwi20002".to_string()]
+        );
     }
 }
