@@ -265,16 +265,12 @@ impl Net {
             if std::fs::read_to_string(f).map_err(io_err(f))?.trim() == "0" {
                 sysctl(f, "1")?;
                 info!(
-                    "net.ipv4.ip_forward was 0: turned on for workspace egress (`serve --egress nat`); the chains forward only what workspace links send"
+                    "net.ipv4.ip_forward was 0: turned on, host-wide, for workspace egress (`serve --egress nat`)"
                 );
             }
         }
         info!(egress = ?egress, chain = CHAIN, "workspace networks ready");
         Ok(Net { egress })
-    }
-
-    pub fn egress(&self) -> Egress {
-        self.egress
     }
 
     /// Whether the namespace at `ns` is there with this mode's link (a stat each).
@@ -318,7 +314,7 @@ impl Net {
         let batch = inside_batch(&host, a, self.egress, std::process::id());
         let child = netns::spawn_in(ns, || {
             // Every link made in here from now on, ours first, has IPv6 off from the start.
-            sysctl_v6("default", "disable_ipv6")?;
+            ipv6_off("default")?;
             spawn("ip", &["-batch", "-"]).map_err(|e| io::Error::other(e.to_string()))
         })
         .map_err(io_err(format!(
@@ -326,7 +322,7 @@ impl Net {
             ns.display()
         )))?;
         let done = feed(child, "ip -batch - (in the namespace)", &batch).and_then(|()| {
-            sysctl_v6(&host, "disable_ipv6")?;
+            ipv6_off(&host)?;
             sysctl(&format!("/proc/sys/net/ipv4/conf/{host}/rp_filter"), "1")?;
             if self.egress == Egress::None {
                 sysctl(&format!("/proc/sys/net/ipv4/conf/{host}/forwarding"), "0")?;
@@ -399,7 +395,8 @@ pub fn sweep_links(range: Range<u32>, held: &HashSet<u32>) {
     }
 }
 
-/// An unmounted namespace file left in a workspace directory with no record.
+/// Unmounts the standard namespace file of a workspace directory with no record, so the
+/// directory can be removed.
 pub fn release_ns(ws_dir: &Path) {
     let _ = netns::release(&ns_path(ws_dir));
 }
@@ -421,12 +418,13 @@ fn sysctl(path: &str, value: &str) -> Result<(), NetError> {
     std::fs::write(path, value).map_err(io_err(format!("writing `{path}`")))
 }
 
-/// An IPv6 setting of `dev`, if this kernel has IPv6 (without it there is nothing to turn off).
-fn sysctl_v6(dev: &str, key: &str) -> Result<(), NetError> {
+/// Turns IPv6 off on `dev` (`default`: every link made from now on), in the calling
+/// thread's network namespace; a kernel without IPv6 has nothing to turn off.
+fn ipv6_off(dev: &str) -> Result<(), NetError> {
     if !Path::new("/proc/sys/net/ipv6").exists() {
         return Ok(());
     }
-    sysctl(&format!("/proc/sys/net/ipv6/conf/{dev}/{key}"), "1")
+    sysctl(&format!("/proc/sys/net/ipv6/conf/{dev}/disable_ipv6"), "1")
 }
 
 impl From<NetError> for io::Error {
