@@ -243,11 +243,13 @@ fn alive(pid: &str) -> bool {
 
 fn mounts_under(dir: &Path) -> Vec<String> {
     let prefix = dir.display().to_string();
+    // `<state>/workspaces/ar-fork/netns` is not beneath `<state>/workspaces/ar`.
+    let beneath = format!("{prefix}/");
     std::fs::read_to_string("/proc/self/mountinfo")
         .unwrap()
         .lines()
         .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
-        .filter(|m| m.starts_with(&prefix))
+        .filter(|m| *m == prefix || m.starts_with(&beneath))
         .collect()
 }
 

@@ -64,6 +64,11 @@ pub struct ServeArgs {
     /// the state directory; made at the first start (docs/workspace-api.md, "Secrets at rest").
     #[arg(long, default_value = crate::workspace::secrets::keyfile::DEFAULT_PATH)]
     pub secrets_key: PathBuf,
+    /// What workspaces reach beyond their walls (docs/isolation.md, "Network"): `nat` (the
+    /// host masquerades their traffic to anything but the host, its Docker bridges, other
+    /// workspaces and link-local addresses) or `none` (nothing outside the workspace).
+    #[arg(long, default_value = "nat", value_parser = ["nat", "none"])]
+    pub egress: String,
 }
 
 /// Runs the workspace service until SIGINT or SIGTERM.
@@ -110,6 +115,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         docker,
         resources,
         secrets_key: args.secrets_key,
+        egress: args
+            .egress
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!(e))?,
     };
     daemon::run(opts, daemon::shutdown_signal())
         .await

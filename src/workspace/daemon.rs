@@ -11,6 +11,7 @@ use tracing::{info, warn};
 
 use crate::workspace::error::{WsError, WsResult};
 use crate::workspace::resources::{LocalProvider, Manager, ResourcesConfig};
+use crate::workspace::runtime::wsnet::{Egress, Net};
 use crate::workspace::runtime::{DockerConfig, DockerRuntime, LocalRuntime, Runtime, Runtimes};
 use crate::workspace::snapshot::LocalSnapshotStore;
 use crate::workspace::store::Store;
@@ -29,6 +30,8 @@ pub struct DaemonOptions {
     /// The key the secrets in `state.db` are sealed under (`serve --secrets-key`), outside
     /// the state directory.
     pub secrets_key: PathBuf,
+    /// What workspaces may reach beyond the walls (`serve --egress`).
+    pub egress: Egress,
 }
 
 /// Opens the state under `cfg.state_dir` and builds the service with the local seams.
@@ -37,7 +40,7 @@ pub fn open_service(
     docker: Option<DockerConfig>,
     secrets_key: &Path,
 ) -> WsResult<Arc<Service>> {
-    open_service_with(cfg, docker, ResourcesConfig::embedded(), secrets_key)
+    open_service_with(cfg, docker, ResourcesConfig::embedded(), secrets_key, Egress::default())
 }
 
 /// `open_service` with a resources configuration: the disk pool is mounted (or found again)
@@ -47,6 +50,7 @@ pub fn open_service_with(
     docker: Option<DockerConfig>,
     resources: ResourcesConfig,
     secrets_key: &Path,
+    egress: Egress,
 ) -> WsResult<Arc<Service>> {
     let disk = crate::workspace::resources::disk::Disk::open(&cfg.state_dir, &resources);
     // Workspace users must traverse to their own worktree, but list nothing on the way.
@@ -62,10 +66,17 @@ pub fn open_service_with(
         local = local.with_sandbox(exe);
     }
     let local = Arc::new(local);
+    let mut net = None;
     if local.isolates_users() {
         crate::workspace::preflight::check_traversable(&cfg.state_dir)?;
+        // INVARIANT: a root service never runs workspaces on the host's network.
+        let n = Net::install(egress)
+            .map_err(|e| WsError::Internal(format!("setting up workspace networks: {e}")))?;
+        net = Some(Arc::new(n));
     } else {
-        warn!("not running as root: workspace commands run as this user, not per-workspace uids");
+        warn!(
+            "not running as root: workspace commands run as this user, not per-workspace uids, on the host's network"
+        );
     }
     // After the checks that need no key, so a refused start makes no key either.
     let store = Store::open_sealed(&cfg.state_dir.join("state.db"), secrets_key)?;
@@ -73,7 +84,10 @@ pub fn open_service_with(
     let (docker, docker_unavailable) = match docker {
         None => (None, "it is turned off (`serve --no-docker`)".to_string()),
         Some(d) => match DockerRuntime::new(d, local.clone()) {
-            Ok(rt) => (Some(Arc::new(rt) as Arc<dyn Runtime>), String::new()),
+            Ok(rt) => (
+                Some(Arc::new(rt.with_net(net.clone())) as Arc<dyn Runtime>),
+                String::new(),
+            ),
             Err(why) => {
                 warn!(reason = %why, "the docker-compose runtime is unavailable");
                 (None, why)
@@ -84,6 +98,7 @@ pub fn open_service_with(
         standard: local,
         docker,
         docker_unavailable,
+        net,
     };
     let mut svc = Service::new(cfg, store, Arc::new(snapshots), Arc::new(runtimes));
     svc.resources = Manager::new(resources, Arc::new(LocalProvider::detect(disk)));
@@ -95,7 +110,7 @@ pub async fn run(opts: DaemonOptions, shutdown: impl Future<Output = ()>) -> WsR
     // INVARIANT: nothing in the state directory is touched before its lock is held.
     let _lock = crate::workspace::lock::lock_state_dir(&opts.config.state_dir)?;
     crate::workspace::lock::refuse_live_socket(&opts.socket)?;
-    let svc = open_service_with(opts.config, opts.docker, opts.resources, &opts.secrets_key)?;
+    let svc = open_service_with(opts.config, opts.docker, opts.resources, &opts.secrets_key, opts.egress)?;
     svc.settle_image_clones();
     // INVARIANT: recovery finishes before the socket accepts a request.
     svc.recover_on_start().await?;

@@ -170,9 +170,11 @@ impl Service {
 
     /// A workspace directory without a record (a delete or create cut short before the
     /// journal knew it): whatever runtime it holds is stopped and the directory removed.
+    /// Then the network links of uids in range that no workspace holds are deleted.
     async fn sweep_unknown_dirs(&self) -> WsResult<()> {
+        let workspaces = self.store.list()?;
         let known: std::collections::HashSet<String> =
-            self.store.list()?.into_iter().map(|w| w.id).collect();
+            workspaces.iter().map(|w| w.id.clone()).collect();
         let Ok(rd) = std::fs::read_dir(self.cfg.state_dir.join("workspaces")) else {
             return Ok(());
         };
@@ -181,8 +183,14 @@ impl Service {
             if !known.contains(&name) {
                 warn!(workspace.id = %name, "removing the directory of a workspace with no record");
                 crate::workspace::runtime::docker::sweep(&ent.path()).await;
+                crate::workspace::runtime::wsnet::release_ns(&ent.path());
                 let _ = std::fs::remove_dir_all(ent.path());
             }
+        }
+        if self.runtime.isolates_users() {
+            let held: std::collections::HashSet<u32> = workspaces.iter().map(|w| w.uid).collect();
+            let range = self.cfg.uid_base..self.cfg.uid_base.saturating_add(self.cfg.uid_count);
+            crate::workspace::runtime::wsnet::sweep_links(range, &held);
         }
         Ok(())
     }

@@ -183,6 +183,27 @@ impl Drop for Svc {
         }
         // And the (now empty) workspace cgroups a killed service could not remove.
         remove_workspace_cgroups(self.uid_base, 50);
+        // And the network namespaces it kept mounted, with their links to the host.
+        remove_workspace_networks(&self.state, self.uid_base, 50);
+    }
+}
+
+/// Unmounts the network namespace files under `state` and deletes the host side of the
+/// workspace links (`dwe<uid>`, `dwi<uid>`) of the uid range.
+pub fn remove_workspace_networks(state: &Path, base: u32, count: u32) {
+    let prefix = format!("{}/", state.display());
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    for m in mounts.lines().filter(|l| l.contains(" - nsfs ")) {
+        if let Some(point) = m.split(' ').nth(4).filter(|p| p.starts_with(&prefix)) {
+            let _ = Command::new("umount").arg("-l").arg(point).status();
+        }
+    }
+    for uid in base..base + count {
+        for name in [format!("dwe{uid}"), format!("dwi{uid}")] {
+            if Path::new("/sys/class/net").join(&name).exists() {
+                let _ = Command::new("ip").args(["link", "del", &name]).status();
+            }
+        }
     }
 }
 

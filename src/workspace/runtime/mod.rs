@@ -1,15 +1,17 @@
 //! The `Runtime` seam: where a workspace's commands run.
 //!
 //! `LocalRuntime` runs them as real processes on this machine (the `standard` runtime).
-//! `DockerRuntime` (`docker-compose`) runs them the same way inside a network namespace of
-//! the workspace's own, with a private dockerd behind a dockwarden proxy as `DOCKER_HOST`.
-//! `Runtimes` dispatches on the workspace's selected kind, so the verbs see one runtime.
+//! `DockerRuntime` (`docker-compose`) runs them the same way, with a private dockerd behind
+//! a dockwarden proxy as `DOCKER_HOST`. `Runtimes` dispatches on the workspace's selected
+//! kind, so the verbs see one runtime. Either way the commands run in a network namespace of
+//! the workspace's own with one link to the host (`wsnet`).
 
 mod dispatch;
 pub mod docker;
 mod local;
 pub(crate) mod procs;
 pub mod select;
+pub mod wsnet;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -43,7 +45,8 @@ pub struct RunSpec {
     pub ws_dir: PathBuf,
     /// Which runtime the workspace uses.
     pub kind: RuntimeKind,
-    /// Network namespace to run commands in (set by `DockerRuntime`).
+    /// Network namespace to run commands in (set by `DockerRuntime`, and by `Runtimes` for a
+    /// standard workspace).
     pub netns: Option<PathBuf>,
 }
 

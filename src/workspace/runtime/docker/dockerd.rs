@@ -27,7 +27,8 @@ pub struct Addresses {
     pub pool: String,
 }
 
-fn overlaps(a: u32, a_len: u32, b: u32, b_len: u32) -> bool {
+/// Whether the networks `a/a_len` and `b/b_len` share an address.
+pub(crate) fn overlaps(a: u32, a_len: u32, b: u32, b_len: u32) -> bool {
     let len = a_len.min(b_len);
     let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
     a & mask == b & mask

@@ -1,8 +1,9 @@
 //! `DockerRuntime`, the `docker-compose` runtime: per workspace, a network namespace of its
-//! own (`netns`), a private dockerd in it (`dockerd`) with a root-only socket, and a
-//! dockwarden proxy in front (`proxy`) whose socket, owned by the workspace uid, is
-//! `DOCKER_HOST` for every command. Commands run as the workspace uid inside the namespace,
-//! through the same process code as the standard runtime.
+//! own (`netns`, with its link to the host from `wsnet`), a private dockerd in it
+//! (`dockerd`) with a root-only socket, and a dockwarden proxy in front (`proxy`) whose
+//! socket, owned by the workspace uid, is `DOCKER_HOST` for every command. Commands run as
+//! the workspace uid inside the namespace, through the same process code as the standard
+//! runtime.
 //!
 //! INVARIANT: the daemon socket is 0600 root in a root-owned directory that only the
 //! workspace's group may search (0710: dockerd's remapped root must reach its data root);
@@ -146,6 +147,8 @@ pub struct DockerRuntime {
     cfg: DockerConfig,
     local: Arc<LocalRuntime>,
     instances: Mutex<HashMap<String, Instance>>,
+    /// Gives each namespace its link to the host; `None` leaves it with its loopback only.
+    net: Option<Arc<super::wsnet::Net>>,
 }
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> WsError + '_ {
@@ -165,7 +168,14 @@ impl DockerRuntime {
             cfg,
             local,
             instances: Mutex::new(HashMap::new()),
+            net: None,
         })
+    }
+
+    /// The workspace networks every namespace gets its link from (`wsnet`).
+    pub fn with_net(mut self, net: Option<Arc<super::wsnet::Net>>) -> Self {
+        self.net = net;
+        self
     }
 
     fn layout(spec: &RunSpec) -> Layout {
@@ -210,6 +220,14 @@ impl DockerRuntime {
         // A daemon that never ran on this data root gets the preload images.
         let fresh = !l.remapped_data_root().join("image").exists();
         netns::create(&l.netns).map_err(io_err(&l.netns))?;
+        // Its link to the host, before dockerd starts in it (`wsnet`: the same walls as a
+        // standard workspace's).
+        if let Some(net) = &self.net
+            && let Err(e) = net.attach(&l.netns, spec.uid)
+        {
+            let _ = netns::release(&l.netns);
+            return Err(WsError::Internal(format!("the workspace's network: {e}")));
+        }
         let routes = crate::hostnet::routes().unwrap_or_default();
         let addrs = match dockerd::addresses(spec.uid, &routes) {
             Ok(a) => a,
@@ -387,6 +405,10 @@ impl DockerRuntime {
             stopped.push("network namespace".into());
         }
         netns::release(&l.netns).map_err(io_err(&l.netns))?;
+        // The kernel tears the namespace (and the link in it) down later: the link goes now.
+        if self.net.is_some() {
+            super::wsnet::detach(spec.uid).map_err(|e| WsError::Internal(e.to_string()))?;
+        }
         for s in [&l.proxy_socket, &l.daemon_socket] {
             let _ = std::fs::remove_file(s);
         }

@@ -44,6 +44,29 @@ pub fn exists(ns: &Path) -> bool {
 /// Creates a new network namespace kept at `ns` (an empty file is made for the mount), with
 /// its loopback up. An existing one is kept as is.
 pub fn create(ns: &Path) -> io::Result<()> {
+    create_then(ns, || {
+        // The loopback of a new namespace is down; `ip` runs in this thread's namespace.
+        let st = std::process::Command::new("ip")
+            .args(["link", "set", "lo", "up"])
+            .stdin(std::process::Stdio::null())
+            .status()?;
+        if st.success() {
+            Ok(())
+        } else {
+            Err(io::Error::other(
+                "`ip link set lo up` failed in the new namespace",
+            ))
+        }
+    })
+}
+
+/// Like [`create`], without touching the new namespace (its loopback stays down): for a
+/// caller that configures it with one `ip` of its own (`wsnet`).
+pub fn create_bare(ns: &Path) -> io::Result<()> {
+    create_then(ns, || Ok(()))
+}
+
+fn create_then(ns: &Path, then: impl FnOnce() -> io::Result<()> + Send) -> io::Result<()> {
     if exists(ns) {
         return Ok(());
     }
@@ -60,18 +83,7 @@ pub fn create(ns: &Path) -> io::Result<()> {
             None::<&str>,
         )
         .map_err(io::Error::from)?;
-        // The loopback of a new namespace is down; `ip` runs in this thread's namespace.
-        let st = std::process::Command::new("ip")
-            .args(["link", "set", "lo", "up"])
-            .stdin(std::process::Stdio::null())
-            .status()?;
-        if st.success() {
-            Ok(())
-        } else {
-            Err(io::Error::other(
-                "`ip link set lo up` failed in the new namespace",
-            ))
-        }
+        then()
     })
     .inspect_err(|_| {
         let _ = release(ns);
