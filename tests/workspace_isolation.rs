@@ -213,6 +213,16 @@ fn processes_ipc_hostname_and_tmp_are_the_workspace_own() {
         assert_ne!(code, 0, "[{}] {out}{err}", e.label);
         let unix = e.ok("a", "cat /proc/net/unix");
         assert!(!unix.contains(&sock.display().to_string()), "[{}] {unix}", e.label);
+        // A TCP listener on the host's loopback is not among PID 1's sockets (its network
+        // namespace is the workspace's), while one the workspace opens is.
+        let host = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+        let hex = format!(":{:04X}", host.local_addr().expect("addr").port());
+        let own = e.ok("a", "python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen(); print(s.getsockname()[1]); open(\"/proc/1/net/tcp\").read() and print(open(\"/proc/1/net/tcp\").read())'");
+        let mut lines = own.lines();
+        let port: u16 = lines.next().and_then(|l| l.trim().parse().ok()).expect("own port");
+        let tcp: String = lines.collect::<Vec<_>>().join("\n");
+        assert!(!tcp.contains(&hex), "[{}] the host's listener {hex} is visible: {tcp}", e.label);
+        assert!(tcp.contains(&format!(":{port:04X}")), "[{}] its own listener is listed: {tcp}", e.label);
     });
 }
 
