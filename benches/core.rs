@@ -58,12 +58,17 @@ fn env() -> Environment {
 
 /// Answers every query the way a healthy daemon and a tidy workspace would.
 fn fake_facts(qs: Vec<FactQuery>) -> Facts {
-    let mut f = Facts { env: env().into(), ..Facts::default() };
+    let mut f = Facts {
+        env: env().into(),
+        ..Facts::default()
+    };
     for q in qs {
         match q {
             FactQuery::HostPath(p) => {
-                f.pins.insert(p.clone(), format!("/run/dockwarden/pins/{}", f.pins.len()));
-                f.host_paths.insert(p, HostPathFact::Inside { is_dir: true });
+                f.pins
+                    .insert(p.clone(), format!("/run/dockwarden/pins/{}", f.pins.len()));
+                f.host_paths
+                    .insert(p, HostPathFact::Inside { is_dir: true });
             }
             FactQuery::Container(r) => {
                 f.containers.insert(r, None);
@@ -77,16 +82,26 @@ fn fake_facts(qs: Vec<FactQuery>) -> Facts {
                     name: r.clone(),
                     driver: "bridge".into(),
                     options: Vec::new(),
-                    raw: json::parse(br#"{"Name":"n","Driver":"bridge","Options":{}}"#).expect("json"),
+                    raw: json::parse(br#"{"Name":"n","Driver":"bridge","Options":{}}"#)
+                        .expect("json"),
                 };
                 f.networks.insert(r, Some(fact));
             }
             FactQuery::Volume(r) => {
-                let fact = VolumeFact { name: r.clone(), driver: "local".into(), options: Vec::new() };
+                let fact = VolumeFact {
+                    name: r.clone(),
+                    driver: "local".into(),
+                    options: Vec::new(),
+                };
                 f.volumes.insert(r, Some(fact));
             }
             FactQuery::Image(r) => {
-                f.images.insert(r, Some(ImageFact { exposed_ports: vec!["8080/tcp".into()] }));
+                f.images.insert(
+                    r,
+                    Some(ImageFact {
+                        exposed_ports: vec!["8080/tcp".into()],
+                    }),
+                );
             }
             FactQuery::ContainerCount => f.container_count = Some(3),
             FactQuery::HostRoutes => f.host_routes = Some(Vec::new()),
@@ -128,19 +143,32 @@ fn bench_policy<M: Measurement>(c: &mut Criterion<M>) {
         match policy::decide(&req, &facts, &pol) {
             Verdict::Allow(_) => {}
             // Still timed (a denial is a real path), but say so: the numbers mean something else.
-            Verdict::Deny(d) => eprintln!("note: the {name} create body is denied ({}): timing the deny path", d.rule),
+            Verdict::Deny(d) => eprintln!(
+                "note: the {name} create body is denied ({}): timing the deny path",
+                d.rule
+            ),
         }
-        g.bench_function(format!("decode/{name}"), |b| b.iter(|| black_box(json::parse(black_box(body)))));
-        g.bench_function(format!("decode+decide/{name}"), |b| b.iter(|| black_box(decide(black_box(body), &facts, &pol))));
+        g.bench_function(format!("decode/{name}"), |b| {
+            b.iter(|| black_box(json::parse(black_box(body))))
+        });
+        g.bench_function(format!("decode+decide/{name}"), |b| {
+            b.iter(|| black_box(decide(black_box(body), &facts, &pol)))
+        });
     }
     g.finish();
 }
 
 /// On-CPU nanoseconds of the calling thread (`CLOCK_THREAD_CPUTIME_ID`, which the kernel brings
 /// up to date on every read, unlike `/proc/thread-self/schedstat`).
-#[expect(unsafe_code, reason = "clock_gettime has no safe wrapper in the crates we depend on")]
+#[expect(
+    unsafe_code,
+    reason = "clock_gettime has no safe wrapper in the crates we depend on"
+)]
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec and the clock id is a constant the kernel knows.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     if rc != 0 {
@@ -189,7 +217,9 @@ impl ValueFormatter for CpuFormatter {
     }
     fn scale_throughputs(&self, _typical: f64, t: &Throughput, values: &mut [f64]) -> &'static str {
         let n = match t {
-            Throughput::Bytes(n) | Throughput::BytesDecimal(n) | Throughput::Elements(n) => *n as f64,
+            Throughput::Bytes(n) | Throughput::BytesDecimal(n) | Throughput::Elements(n) => {
+                *n as f64
+            }
             _ => 1.0,
         };
         values.iter_mut().for_each(|v| *v = n * 1e9 / *v);
@@ -211,8 +241,12 @@ where
 
 fn main() {
     if std::env::var_os("DW_BENCH_WALL").is_some() {
-        run(Criterion::default().with_measurement(WallTime).configure_from_args());
+        run(Criterion::default()
+            .with_measurement(WallTime)
+            .configure_from_args());
     } else {
-        run(Criterion::default().with_measurement(CpuTime).configure_from_args());
+        run(Criterion::default()
+            .with_measurement(CpuTime)
+            .configure_from_args());
     }
 }

@@ -31,7 +31,9 @@ async fn read_response(r: &mut BufReader<UnixStream>, line: &mut String) -> Resu
         let (k, v) = l.split_once(':').ok_or("bad header")?;
         if k.eq_ignore_ascii_case("content-length") {
             len = v.trim().parse()?;
-        } else if k.eq_ignore_ascii_case("transfer-encoding") && v.trim().eq_ignore_ascii_case("chunked") {
+        } else if k.eq_ignore_ascii_case("transfer-encoding")
+            && v.trim().eq_ignore_ascii_case("chunked")
+        {
             chunked = true;
         }
     }
@@ -64,7 +66,11 @@ async fn skip(r: &mut BufReader<UnixStream>, mut n: usize) -> Result<()> {
     Ok(())
 }
 
-async fn worker(sock: String, req: Vec<u8>, until: Instant) -> Result<(Vec<u32>, BTreeMap<u16, u64>)> {
+async fn worker(
+    sock: String,
+    req: Vec<u8>,
+    until: Instant,
+) -> Result<(Vec<u32>, BTreeMap<u16, u64>)> {
     let mut r = BufReader::new(UnixStream::connect(&sock).await?);
     let (mut lat, mut codes, mut line) = (Vec::new(), BTreeMap::new(), String::new());
     while Instant::now() < until {
@@ -83,12 +89,18 @@ fn main() -> Result<()> {
         return Err("usage: loadgen SOCKET PATH CONNECTIONS SECONDS".into());
     };
     let (conns, secs): (usize, f64) = (conns.parse()?, secs.trim_end_matches('s').parse()?);
-    let req = format!("GET {path} HTTP/1.1\r\nHost: docker\r\nUser-Agent: dockwarden-loadgen\r\n\r\n").into_bytes();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let req =
+        format!("GET {path} HTTP/1.1\r\nHost: docker\r\nUser-Agent: dockwarden-loadgen\r\n\r\n")
+            .into_bytes();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let (lat, codes, wall) = rt.block_on(async {
         let t0 = Instant::now();
         let until = t0 + Duration::from_secs_f64(secs);
-        let tasks: Vec<_> = (0..conns).map(|_| tokio::spawn(worker(sock.clone(), req.clone(), until))).collect();
+        let tasks: Vec<_> = (0..conns)
+            .map(|_| tokio::spawn(worker(sock.clone(), req.clone(), until)))
+            .collect();
         let (mut lat, mut codes) = (Vec::new(), BTreeMap::new());
         for t in tasks {
             let (l, c) = t.await?.map_err(|e| e.to_string())?;
@@ -101,7 +113,12 @@ fn main() -> Result<()> {
     })?;
     let mut lat = lat;
     lat.sort_unstable();
-    let pct = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0) as f64 / 1e6;
+    let pct = |p: f64| {
+        lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0) as f64
+            / 1e6
+    };
     let codes: Vec<String> = codes.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
     println!(
         "{{\"summary\":{{\"requestsPerSec\":{},\"requests\":{}}},\"latencyPercentiles\":{{\"p50\":{},\"p99\":{}}},\"statusCodeDistribution\":{{{}}}}}",

@@ -31,7 +31,8 @@ pub fn routes() -> Result<Vec<HostRoute>, RouteError> {
 /// The pid at the other end of the daemon socket (`SO_PEERCRED`: the process that listens).
 pub fn daemon_pid(socket: &Path) -> Result<i32, RouteError> {
     let s = std::os::unix::net::UnixStream::connect(socket)?;
-    let cred = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials).map_err(std::io::Error::from)?;
+    let cred = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
+        .map_err(std::io::Error::from)?;
     match cred.pid() {
         p if p > 0 => Ok(p),
         _ => Err(RouteError::NoPid(socket.display().to_string())),
@@ -54,11 +55,21 @@ pub fn parse(text: &str) -> Result<Vec<HostRoute>, RouteError> {
     for line in text.lines().skip(1).filter(|l| !l.trim().is_empty()) {
         let f: Vec<&str> = line.split_whitespace().collect();
         let bad = || RouteError::Parse(line.to_owned());
-        let (Some(iface), Some(dest), Some(mask)) = (f.first(), f.get(1), f.get(7)) else { return Err(bad()) };
-        let addr = |h: &str| u32::from_str_radix(h, 16).map(|v| Ipv4Addr::from(v.to_ne_bytes())).map_err(|_| bad());
+        let (Some(iface), Some(dest), Some(mask)) = (f.first(), f.get(1), f.get(7)) else {
+            return Err(bad());
+        };
+        let addr = |h: &str| {
+            u32::from_str_radix(h, 16)
+                .map(|v| Ipv4Addr::from(v.to_ne_bytes()))
+                .map_err(|_| bad())
+        };
         let (network, mask) = (addr(dest)?, addr(mask)?);
         let prefix = u32::from(mask).leading_ones() as u8;
-        out.push(HostRoute { network, prefix, iface: (*iface).to_owned() });
+        out.push(HostRoute {
+            network,
+            prefix,
+            iface: (*iface).to_owned(),
+        });
     }
     Ok(out)
 }
@@ -74,8 +85,22 @@ mod tests {
                     docker0\t000011AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n";
         let r = parse(text).expect("parses");
         if cfg!(target_endian = "little") {
-            assert_eq!(r[0], HostRoute { network: Ipv4Addr::UNSPECIFIED, prefix: 0, iface: "eth0".into() });
-            assert_eq!(r[1], HostRoute { network: Ipv4Addr::new(172, 17, 0, 0), prefix: 16, iface: "docker0".into() });
+            assert_eq!(
+                r[0],
+                HostRoute {
+                    network: Ipv4Addr::UNSPECIFIED,
+                    prefix: 0,
+                    iface: "eth0".into()
+                }
+            );
+            assert_eq!(
+                r[1],
+                HostRoute {
+                    network: Ipv4Addr::new(172, 17, 0, 0),
+                    prefix: 16,
+                    iface: "docker0".into()
+                }
+            );
         }
     }
 
@@ -93,7 +118,10 @@ mod tests {
         let _ = std::fs::remove_file(&sock);
         let _l = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
         assert_eq!(daemon_pid(&sock).expect("pid"), std::process::id() as i32);
-        assert_eq!(daemon_routes(&sock).expect("routes"), routes().expect("routes"));
+        assert_eq!(
+            daemon_routes(&sock).expect("routes"),
+            routes().expect("routes")
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -4,7 +4,11 @@
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "dockwarden", version, about = "A default-deny Docker API policy proxy")]
+#[command(
+    name = "dockwarden",
+    version,
+    about = "A default-deny Docker API policy proxy"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -58,13 +62,25 @@ fn with_returning_malloc() -> anyhow::Result<()> {
     if current.contains(TUNABLE) {
         return Ok(());
     }
-    let value = if current.is_empty() { format!("{TUNABLE}=262144") } else { format!("{current}:{TUNABLE}=262144") };
+    let value = if current.is_empty() {
+        format!("{TUNABLE}=262144")
+    } else {
+        format!("{current}:{TUNABLE}=262144")
+    };
     let mut args = std::env::args_os();
     let argv0 = args.next().unwrap_or_default();
-    let err = std::process::Command::new("/proc/self/exe").arg0(argv0).args(args).env("GLIBC_TUNABLES", value).exec();
-    Err(anyhow::anyhow!("re-executing the service with {TUNABLE} set: {err}"))
+    let err = std::process::Command::new("/proc/self/exe")
+        .arg0(argv0)
+        .args(args)
+        .env("GLIBC_TUNABLES", value)
+        .exec();
+    Err(anyhow::anyhow!(
+        "re-executing the service with {TUNABLE} set: {err}"
+    ))
 }
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
 }

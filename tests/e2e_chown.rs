@@ -22,7 +22,10 @@ struct Ws {
 
 /// A workspace owned by a non-root user, with `data/` for binds and the proxy told the owner.
 fn setup(e: &Engine) -> Ws {
-    let dir = tempfile::Builder::new().prefix("dwchown").tempdir_in("/tmp").expect("tempdir");
+    let dir = tempfile::Builder::new()
+        .prefix("dwchown")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
     let root = dir.path().canonicalize().expect("canonical");
     let ws = root.join("ws");
     let data = ws.join("data");
@@ -32,8 +35,29 @@ fn setup(e: &Engine) -> Ws {
     }
     let pins = root.join("pins");
     let uid = UID.to_string();
-    let p = Proxy::start_in_on(e, dir, ws, &["--uid", &uid, "--gid", &uid, "--pin-dir", pins.to_str().expect("utf8")]);
-    Ws { _guard: PinGuard { pins: pins.clone(), host: e.host() }, p, pins, root, data }
+    let p = Proxy::start_in_on(
+        e,
+        dir,
+        ws,
+        &[
+            "--uid",
+            &uid,
+            "--gid",
+            &uid,
+            "--pin-dir",
+            pins.to_str().expect("utf8"),
+        ],
+    );
+    Ws {
+        _guard: PinGuard {
+            pins: pins.clone(),
+            host: e.host(),
+        },
+        p,
+        pins,
+        root,
+        data,
+    }
 }
 
 /// Every entry beneath `dir` (not following symlinks) with its owner.
@@ -95,29 +119,64 @@ fn root_written_files_links_and_deep_trees_are_handed_back_after_the_container_s
     let name = unique("chown-all");
     let env = format!("SENTINEL={}", sentinel.display());
     let bind = format!("{}:/d", w.data.display());
-    ok(w.p.docker(&["run", "--name", &name, "-e", &env, "-v", &bind, IMAGE, "sh", "-c", WRITE_ALL]));
-    wait_until(&w, "no root-owned entry remains in the bind", Duration::from_secs(30), || {
-        root_owned(&w.data, &[]).is_empty()
-    });
+    ok(w.p.docker(&[
+        "run", "--name", &name, "-e", &env, "-v", &bind, IMAGE, "sh", "-c", WRITE_ALL,
+    ]));
+    wait_until(
+        &w,
+        "no root-owned entry remains in the bind",
+        Duration::from_secs(30),
+        || root_owned(&w.data, &[]).is_empty(),
+    );
     // Containers lose MKNOD (`container.mknod`); a node made anyway is removed by chown-back
     // (`hostfs::chown` unit tests).
-    assert!(std::fs::symlink_metadata(w.data.join("disk")).is_err(), "no device node was made");
-    assert_eq!(uid_of(&w.data.join("out-link")), UID, "symlinks themselves are changed");
-    assert_eq!(uid_of(&sentinel), 0, "a symlink target outside the bind keeps its owner");
+    assert!(
+        std::fs::symlink_metadata(w.data.join("disk")).is_err(),
+        "no device node was made"
+    );
+    assert_eq!(
+        uid_of(&w.data.join("out-link")),
+        UID,
+        "symlinks themselves are changed"
+    );
+    assert_eq!(
+        uid_of(&sentinel),
+        0,
+        "a symlink target outside the bind keeps its owner"
+    );
     assert_eq!(uid_of(Path::new("/etc/passwd")), 0);
-    assert_eq!(uid_of(&w.root), 0, "nothing outside the workspace changed owner");
-    wait_until(&w, "a summary line is logged", Duration::from_secs(10), || w.p.log().contains("chown-back"));
+    assert_eq!(
+        uid_of(&w.root),
+        0,
+        "nothing outside the workspace changed owner"
+    );
+    wait_until(
+        &w,
+        "a summary line is logged",
+        Duration::from_secs(10),
+        || w.p.log().contains("chown-back"),
+    );
     // The container did write root-owned files: the walk changed some (the check is the log's,
     // since the walk may finish before the test looks at the tree).
     let log = w.p.log();
     let chowned: u64 = log
         .split("chowned=")
         .skip(1)
-        .filter_map(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()?.parse::<u64>().ok())
+        .filter_map(|rest| {
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
         .sum();
-    assert!(chowned > 0, "the container wrote root-owned files and they were handed back: {log}");
+    assert!(
+        chowned > 0,
+        "the container wrote root-owned files and they were handed back: {log}"
+    );
     ok(w.p.docker(&["rm", &name]));
-    wait_until(&w, "the pins are released", Duration::from_secs(15), || pins_left(&w.pins) == 0);
+    wait_until(&w, "the pins are released", Duration::from_secs(15), || {
+        pins_left(&w.pins) == 0
+    });
 }
 
 fn hard_link_to_a_root_file_outside_the_bind_is_never_chowned(e: &Engine) {
@@ -127,49 +186,127 @@ fn hard_link_to_a_root_file_outside_the_bind_is_never_chowned(e: &Engine) {
     std::fs::hard_link(&outside, w.data.join("planted")).expect("plant a hard link");
     let bind = format!("{}:/d", w.data.display());
     let name = unique("chown-hard");
-    ok(w.p.docker(&["run", "--name", &name, "-v", &bind, IMAGE, "sh", "-c", "echo x > /d/written && ln /d/planted /d/planted2"]));
-    wait_until(&w, "the container's own file is handed back", Duration::from_secs(30), || {
-        uid_of(&w.data.join("written")) == UID
-    });
-    assert_eq!(uid_of(&outside), 0, "an inode also linked from outside the bind keeps its owner");
+    ok(w.p.docker(&[
+        "run",
+        "--name",
+        &name,
+        "-v",
+        &bind,
+        IMAGE,
+        "sh",
+        "-c",
+        "echo x > /d/written && ln /d/planted /d/planted2",
+    ]));
+    wait_until(
+        &w,
+        "the container's own file is handed back",
+        Duration::from_secs(30),
+        || uid_of(&w.data.join("written")) == UID,
+    );
+    assert_eq!(
+        uid_of(&outside),
+        0,
+        "an inode also linked from outside the bind keeps its owner"
+    );
     assert_eq!(uid_of(&w.data.join("planted")), 0);
     ok(w.p.docker(&["rm", &name]));
-    wait_until(&w, "the pins are released", Duration::from_secs(15), || pins_left(&w.pins) == 0);
+    wait_until(&w, "the pins are released", Duration::from_secs(15), || {
+        pins_left(&w.pins) == 0
+    });
 }
 
 fn chown_waits_until_every_container_using_the_bind_has_stopped(e: &Engine) {
     let w = setup(e);
     let bind = format!("{}:/d", w.data.display());
-    let a = ok(w.p.docker(&["run", "-d", "-v", &bind, IMAGE, "sh", "-c", "touch /d/from-a && sleep 300"]));
-    wait_until(&w, "the first container wrote", Duration::from_secs(20), || w.data.join("from-a").exists());
+    let a = ok(w.p.docker(&[
+        "run",
+        "-d",
+        "-v",
+        &bind,
+        IMAGE,
+        "sh",
+        "-c",
+        "touch /d/from-a && sleep 300",
+    ]));
+    wait_until(
+        &w,
+        "the first container wrote",
+        Duration::from_secs(20),
+        || w.data.join("from-a").exists(),
+    );
     let b = unique("chown-b");
-    ok(w.p.docker(&["run", "--name", &b, "-v", &bind, IMAGE, "touch", "/d/from-b"]));
+    ok(w.p.docker(&[
+        "run",
+        "--name",
+        &b,
+        "-v",
+        &bind,
+        IMAGE,
+        "touch",
+        "/d/from-b",
+    ]));
     std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(uid_of(&w.data.join("from-a")), 0, "no chown while another container still uses the bind");
-    assert_eq!(uid_of(&w.data.join("from-b")), 0, "no chown while another container still uses the bind");
+    assert_eq!(
+        uid_of(&w.data.join("from-a")),
+        0,
+        "no chown while another container still uses the bind"
+    );
+    assert_eq!(
+        uid_of(&w.data.join("from-b")),
+        0,
+        "no chown while another container still uses the bind"
+    );
     ok(w.p.docker(&["kill", &a]));
-    wait_until(&w, "both files are handed back", Duration::from_secs(30), || {
-        uid_of(&w.data.join("from-a")) == UID && uid_of(&w.data.join("from-b")) == UID
-    });
+    wait_until(
+        &w,
+        "both files are handed back",
+        Duration::from_secs(30),
+        || uid_of(&w.data.join("from-a")) == UID && uid_of(&w.data.join("from-b")) == UID,
+    );
     ok(w.p.docker(&["rm", "-f", &a, &b]));
-    wait_until(&w, "the pins are released", Duration::from_secs(15), || pins_left(&w.pins) == 0);
+    wait_until(&w, "the pins are released", Duration::from_secs(15), || {
+        pins_left(&w.pins) == 0
+    });
 }
 
 fn a_container_restarted_by_its_restart_policy_is_not_treated_as_stopped(e: &Engine) {
     let w = setup(e);
     let bind = format!("{}:/d", w.data.display());
     // Exits every second and is restarted by the daemon: `die` fires each time.
-    let id = ok(w.p.docker(&["run", "-d", "--restart", "always", "-v", &bind, IMAGE, "sh", "-c", "touch /d/r-$(date +%s%N); sleep 1; exit 1"]));
+    let id = ok(w.p.docker(&[
+        "run",
+        "-d",
+        "--restart",
+        "always",
+        "-v",
+        &bind,
+        IMAGE,
+        "sh",
+        "-c",
+        "touch /d/r-$(date +%s%N); sleep 1; exit 1",
+    ]));
     std::thread::sleep(Duration::from_secs(4));
-    let restarts: u64 = stdout(&e.daemon(&["inspect", "-f", "{{.RestartCount}}", &id])).parse().unwrap_or(0);
+    let restarts: u64 = stdout(&e.daemon(&["inspect", "-f", "{{.RestartCount}}", &id]))
+        .parse()
+        .unwrap_or(0);
     assert!(restarts >= 1, "the container was restarted by its policy");
     let mut written: Vec<(PathBuf, u32)> = owners(&w.data);
     written.sort();
     let first = written.first().expect("the container wrote files");
-    assert_eq!(first.1, 0, "`die` before a policy restart must not hand files back: {written:?}");
+    assert_eq!(
+        first.1, 0,
+        "`die` before a policy restart must not hand files back: {written:?}"
+    );
     ok(w.p.docker(&["rm", "-f", &id]));
-    wait_until(&w, "everything is handed back after removal", Duration::from_secs(30), || root_owned(&w.data, &[]).is_empty());
-    wait_until(&w, "the pins are released", Duration::from_secs(15), || pins_left(&w.pins) == 0);
+    wait_until(
+        &w,
+        "everything is handed back after removal",
+        Duration::from_secs(30),
+        || root_owned(&w.data, &[]).is_empty(),
+    );
+    wait_until(&w, "the pins are released", Duration::from_secs(15), || {
+        pins_left(&w.pins) == 0
+    });
 }
 
 per_engine!(

@@ -589,11 +589,17 @@ fn reprovision_standard_to_docker_compose_keeps_the_worktree_byte_for_byte() {
         !env.svc.worktree("rp").join("ran.txt").exists(),
         "the inspect script was not run"
     );
-    assert_eq!(by_script["workspace"]["setup"]["exit_code"], 0, "{by_script}");
+    assert_eq!(
+        by_script["workspace"]["setup"]["exit_code"], 0,
+        "{by_script}"
+    );
     // The evidence chose the runtime; the policy still holds in front of the new daemon.
     env.load_image("rp");
     let (code, _, err) = env.sh("rp", "docker run --rm --privileged dockwarden-test true");
-    assert_ne!(code, 0, "a privileged container after the inspect-script reprovision");
+    assert_ne!(
+        code, 0,
+        "a privileged container after the inspect-script reprovision"
+    );
     assert!(err.contains("container.privileged"), "{err}");
     env.ok("rp", "docker run --rm dockwarden-test true");
 }
@@ -705,7 +711,10 @@ fn after_kill_9_of_the_service_no_daemon_proxy_or_namespace_leaks() {
     // A long-running container in the workspace to be deleted and in the live one: its
     // process (a child of a containerd shim) and the shim are recorded to be checked.
     let start_sleeper = |id: &str| {
-        let ctr = env.ok(id, "docker run -d dockwarden-test sleep 1d").trim().to_string();
+        let ctr = env
+            .ok(id, "docker run -d dockwarden-test sleep 1d")
+            .trim()
+            .to_string();
         let pid = env.ok(id, &format!("docker inspect -f '{{{{.State.Pid}}}}' {ctr}"));
         let pid = pid.trim().to_string();
         assert!(alive(&pid), "the container's process {pid} runs");
@@ -722,13 +731,22 @@ fn after_kill_9_of_the_service_no_daemon_proxy_or_namespace_leaks() {
     // The service dies; its daemons, proxies and containers keep running, orphaned.
     env.svc.kill9();
     assert!(!pids_mentioning(&env.ws_dir("live").display().to_string()).is_empty());
-    assert!(alive(&live_pid) && alive(&gone_pid), "containers outlive the service");
+    assert!(
+        alive(&live_pid) && alive(&gone_pid),
+        "containers outlive the service"
+    );
     // The deleted workspace's dockerd dies too, before it could stop its container: the
     // container keeps running under its shim, and only the workspace cgroup still lists it.
-    let gone_daemon = std::fs::read_to_string(env.ws_dir("gone").join("docker/docker.pid")).unwrap();
-    let st = Command::new("kill").args(["-9", gone_daemon.trim()]).status().unwrap();
+    let gone_daemon =
+        std::fs::read_to_string(env.ws_dir("gone").join("docker/docker.pid")).unwrap();
+    let st = Command::new("kill")
+        .args(["-9", gone_daemon.trim()])
+        .status()
+        .unwrap();
     assert!(st.success());
-    wait_until(10, "the deleted workspace's dockerd to die", || !alive(gone_daemon.trim()));
+    wait_until(10, "the deleted workspace's dockerd to die", || {
+        !alive(gone_daemon.trim())
+    });
     assert!(alive(&gone_pid), "its container runs on without the daemon");
     // A workspace whose record is gone (as if deleted while the service was down) keeps
     // only its directory: the restarted service must remove its daemon and namespace.
@@ -742,9 +760,15 @@ fn after_kill_9_of_the_service_no_daemon_proxy_or_namespace_leaks() {
     // Deleted: everything removed, its container and shim included (the container's
     // cgroup, under the workspace's, is gone with it).
     assert_nothing_left(&env, "gone", gone_uid);
-    assert!(!alive(&gone_pid), "the deleted workspace's container process is gone");
+    assert!(
+        !alive(&gone_pid),
+        "the deleted workspace's container process is gone"
+    );
     for shim in &gone_shims {
-        assert!(!alive(&shim.to_string()), "the deleted workspace's shim {shim} is gone");
+        assert!(
+            !alive(&shim.to_string()),
+            "the deleted workspace's shim {shim} is gone"
+        );
     }
     // Stopped: nothing running, data kept.
     let stopped_dir = env.ws_dir("stopped").display().to_string();
@@ -777,22 +801,46 @@ fn after_kill_9_of_the_service_no_daemon_proxy_or_namespace_leaks() {
     );
     // Exactly one proxy for its socket, a new one (the orphan was stopped, not adopted).
     let new_proxy = proxies_of(&env, "live");
-    assert_eq!(new_proxy.len(), 1, "one proxy for the live workspace: {new_proxy:?}");
+    assert_eq!(
+        new_proxy.len(),
+        1,
+        "one proxy for the live workspace: {new_proxy:?}"
+    );
     assert_ne!(new_proxy, old_proxy, "the orphan proxy was replaced");
-    assert!(!alive(&old_proxy[0].to_string()), "the orphan proxy is gone");
+    assert!(
+        !alive(&old_proxy[0].to_string()),
+        "the orphan proxy is gone"
+    );
     // The daemon was restarted, not adopted: its containers were stopped (they need
     // starting again, as after connect), not left running without a daemon.
-    assert!(!alive(&live_pid), "the live workspace's container process was stopped");
+    assert!(
+        !alive(&live_pid),
+        "the live workspace's container process was stopped"
+    );
     for shim in &live_shims {
-        assert!(!alive(&shim.to_string()), "the live workspace's old shim {shim} is gone");
+        assert!(
+            !alive(&shim.to_string()),
+            "the live workspace's old shim {shim} is gone"
+        );
     }
-    assert_eq!(env.ok("live", "docker ps -q").trim(), "", "no container runs");
+    assert_eq!(
+        env.ok("live", "docker ps -q").trim(),
+        "",
+        "no container runs"
+    );
     let all = env.ok("live", "docker ps -aq --no-trunc");
-    assert!(all.contains(&live_ctr), "the stopped container is kept: {all}");
+    assert!(
+        all.contains(&live_ctr),
+        "the stopped container is kept: {all}"
+    );
     assert!(env.ok("live", "docker volume ls -q").contains("keepme"));
     assert!(env.ok("live", "docker images").contains("dockwarden-test"));
     env.ok("live", &format!("docker start {live_ctr}"));
-    assert_eq!(env.ok("live", "docker ps -q --no-trunc").trim(), live_ctr, "it starts again");
+    assert_eq!(
+        env.ok("live", "docker ps -q --no-trunc").trim(),
+        live_ctr,
+        "it starts again"
+    );
 }
 
 #[test]
@@ -903,11 +951,18 @@ fn archive_and_run_scripts_use_the_workspace_daemon_and_archive_precedes_the_sna
     let fork = env.create(json!({ "id": "ar-fork", "from": snap, "runtime": "standard" }));
     assert_eq!(fork["workspace"]["runtime"]["runtime"], "standard");
     let forked = std::fs::read_to_string(env.svc.worktree("ar-fork").join("archived.txt")).unwrap();
-    assert_eq!(forked, archived, "the kill's snapshot has the archive's output");
+    assert_eq!(
+        forked, archived,
+        "the kill's snapshot has the archive's output"
+    );
 
     // `compose down` in the archive removed the containers (a plain kill only stops them).
     env.svc.ok("POST", "/v1/workspaces/ar/connect", None);
-    assert_eq!(env.ok("ar", "docker ps -aq").trim(), "", "compose down ran at kill");
+    assert_eq!(
+        env.ok("ar", "docker ps -aq").trim(),
+        "",
+        "compose down ran at kill"
+    );
     env.svc.ok("DELETE", "/v1/workspaces/ar", None);
     assert_nothing_left(&env, "ar", uid);
 }

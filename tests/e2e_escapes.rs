@@ -645,7 +645,11 @@ fn foreign_container_renamed_to_a_cached_name_is_refused_for_exec() {
         // Twice: the second exec is served from the cached fact.
         for _ in 0..2 {
             let (st, body) = exec_by_name(&p, &name);
-            assert_eq!(st, 201, "engine {}: exec into its own container: {body}", e.name);
+            assert_eq!(
+                st, 201,
+                "engine {}: exec into its own container: {body}",
+                e.name
+            );
         }
         e.ok(&[
             "run",
@@ -661,7 +665,11 @@ fn foreign_container_renamed_to_a_cached_name_is_refused_for_exec() {
         e.ok(&["rename", &name, &away]);
         e.ok(&["rename", &foreign, &name]);
         let (st, body) = exec_by_name(&p, &name);
-        assert_eq!(st, 403, "engine {}: exec into the foreign container by the cached name: {body}", e.name);
+        assert_eq!(
+            st, 403,
+            "engine {}: exec into the foreign container by the cached name: {body}",
+            e.name
+        );
         assert!(
             body.contains("(rule container.foreign)"),
             "engine {}: {body}",
@@ -678,7 +686,11 @@ fn foreign_container_renamed_to_a_cached_name_is_refused_for_exec() {
         );
         // The proxy's own container, under its new name, still works.
         let (st, body) = exec_by_name(&p, &away);
-        assert_eq!(st, 201, "engine {}: exec into its own renamed container: {body}", e.name);
+        assert_eq!(
+            st, 201,
+            "engine {}: exec into its own renamed container: {body}",
+            e.name
+        );
 
         // The same swap back to back on the raw API (no CLI start-up between the daemon's
         // renames and the exec): the fact of the name is cached again first.
@@ -693,10 +705,19 @@ fn foreign_container_renamed_to_a_cached_name_is_refused_for_exec() {
                 format!("POST /v1.41/containers/{from}/rename?name={to} HTTP/1.1\r\nHost: d\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                     .as_bytes(),
             );
-            assert_eq!(escapes_support::status(&r), 204, "engine {}: rename {from}: {r}", e.name);
+            assert_eq!(
+                escapes_support::status(&r),
+                204,
+                "engine {}: rename {from}: {r}",
+                e.name
+            );
         }
         let (st, body) = exec_by_name(&p, &name);
-        assert_eq!(st, 403, "engine {}: exec right after the daemon's renames: {body}", e.name);
+        assert_eq!(
+            st, 403,
+            "engine {}: exec right after the daemon's renames: {body}",
+            e.name
+        );
         eprintln!(
             "engine {}: a cached name taken over by a foreign container is refused for exec",
             e.name

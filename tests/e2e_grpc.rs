@@ -19,7 +19,10 @@ fn buildx() -> Option<&'static str> {
     });
     if ok.is_none() {
         let reason = "no buildx plugin for Docker CLI 28 at /usr/local/bin/docker";
-        assert!(!engines_required(), "{reason}, but DW_ENGINES_REQUIRED is set");
+        assert!(
+            !engines_required(),
+            "{reason}, but DW_ENGINES_REQUIRED is set"
+        );
         println!("skipped: {reason}");
     }
     ok
@@ -248,16 +251,14 @@ fn daemon_fetched_remote_context_over_grpc_is_refused(e: &Engine) {
     let url = format!("http://127.0.0.1:{}/ctx.tar", http.port);
     // The attack is real: straight to the daemon, BuildKit fetches the URL itself.
     let mut direct = Command::new(cli);
-    direct
-        .env("DOCKER_HOST", e.host())
-        .args([
-            "buildx",
-            "build",
-            "--progress=plain",
-            "--pull=false",
-            "--no-cache",
-            &url,
-        ]);
+    direct.env("DOCKER_HOST", e.host()).args([
+        "buildx",
+        "build",
+        "--progress=plain",
+        "--pull=false",
+        "--no-cache",
+        &url,
+    ]);
     let o = run_with_timeout(&mut direct, None, Duration::from_secs(300));
     assert!(
         http.requests() >= 1,
@@ -410,13 +411,25 @@ fn legitimate_buildx_build_with_cache_mount_secret_and_two_stages_works(e: &Engi
 fn buildx_build_with_a_cgroup_parent_is_refused(e: &Engine) {
     let Some(cli) = buildx() else { return };
     let p = proxy(e, &[]);
-    let ctx = context(&p, "cgparent", &format!("FROM {IMAGE}\nRUN echo CGPARENT-$((40+2))\n"));
+    let ctx = context(
+        &p,
+        "cgparent",
+        &format!("FROM {IMAGE}\nRUN echo CGPARENT-$((40+2))\n"),
+    );
     let ctx = ctx.to_str().expect("utf-8");
     for parent in ["/", "/system.slice", "../.."] {
         let o = buildx_build(&p, cli, &["--no-cache", "--cgroup-parent", parent, ctx]);
         let out = all_output(&o);
-        assert!(!o.status.success() && out.contains("rule build.cgroup_parent"), "{}: `{parent}`: {out}", e.name);
-        assert!(!out.contains("CGPARENT-42"), "{}: `{parent}`: the step ran", e.name);
+        assert!(
+            !o.status.success() && out.contains("rule build.cgroup_parent"),
+            "{}: `{parent}`: {out}",
+            e.name
+        );
+        assert!(
+            !out.contains("CGPARENT-42"),
+            "{}: `{parent}`: the step ran",
+            e.name
+        );
     }
 }
 
@@ -426,16 +439,33 @@ fn buildx_build_with_a_cgroup_parent_is_refused(e: &Engine) {
 fn buildx_build_with_default_attestations_works(e: &Engine) {
     let Some(cli) = buildx() else { return };
     let p = proxy(e, &[]);
-    let ctx = context(&p, "attest", &format!("FROM {IMAGE}\nRUN echo ATTEST-$((40+2)) > /attest\n"));
+    let ctx = context(
+        &p,
+        "attest",
+        &format!("FROM {IMAGE}\nRUN echo ATTEST-$((40+2)) > /attest\n"),
+    );
     let tag = unique("bxattest");
     let mut c = p.cmd(cli);
     c.env_remove("BUILDX_NO_DEFAULT_ATTESTATIONS")
-        .args(["buildx", "build", "--progress=plain", "--pull=false", "--no-cache", "-t", &tag])
+        .args([
+            "buildx",
+            "build",
+            "--progress=plain",
+            "--pull=false",
+            "--no-cache",
+            "-t",
+            &tag,
+        ])
         .arg(&ctx);
     let o = run_with_timeout(&mut c, None, Duration::from_secs(300));
     let out = all_output(&o);
     assert!(o.status.success(), "{}: {out}", e.name);
-    assert_eq!(ok(p.docker(&["run", "--rm", &tag, "cat", "/attest"])), "ATTEST-42", "{}", e.name);
+    assert_eq!(
+        ok(p.docker(&["run", "--rm", &tag, "cat", "/attest"])),
+        "ATTEST-42",
+        "{}",
+        e.name
+    );
     let _ = e.daemon(&["image", "rm", &tag]);
 }
 
@@ -492,8 +522,17 @@ mod raw {
     impl Answer {
         /// The proxy itself (not the daemon) ended the call with gRPC status `code`.
         pub fn refused_by_proxy(&self, code: &str, what: &str, engine: &str) {
-            assert_eq!(self.status.as_deref(), Some(code), "{engine}: {what}: {}", self.message);
-            assert!(self.message.starts_with(super::PROXY_PREFIX), "{engine}: {what}: the proxy answered: {}", self.message);
+            assert_eq!(
+                self.status.as_deref(),
+                Some(code),
+                "{engine}: {what}: {}",
+                self.message
+            );
+            assert!(
+                self.message.starts_with(super::PROXY_PREFIX),
+                "{engine}: {what}: the proxy answered: {}",
+                self.message
+            );
         }
     }
 
@@ -553,7 +592,12 @@ fn unknown_grpc_method_is_refused(e: &Engine) {
     rt.block_on(async {
         let a = raw::call(&p.socket, "/moby.buildkit.v1.Control/NoSuchMethod", 0, &[]).await;
         a.refused_by_proxy("7", "PERMISSION_DENIED", e.name);
-        assert!(a.message.contains("rule build.grpc_method"), "{}: {}", e.name, a.message);
+        assert!(
+            a.message.contains("rule build.grpc_method"),
+            "{}: {}",
+            e.name,
+            a.message
+        );
         let a = raw::call(
             &p.socket,
             "/moby.buildkit.v1.frontend.LLBBridge/NewContainer",
@@ -616,7 +660,9 @@ fn padded_solve(size: usize) -> (Vec<u8>, String) {
         r#ref: unique("bigsolve"),
         frontend: "dockerfile.v0".into(),
         session: session.clone(),
-        frontend_attrs: [("label:dwt-padding".to_owned(), "p".repeat(size))].into_iter().collect(),
+        frontend_attrs: [("label:dwt-padding".to_owned(), "p".repeat(size))]
+            .into_iter()
+            .collect(),
         ..Default::default()
     };
     (req.encode_to_vec(), session)
@@ -635,8 +681,18 @@ fn large_solve_under_the_cap_reaches_the_daemon(e: &Engine) {
         let (first, _) = padded_solve(size);
         let (msg, session) = padded_solve(size);
         let (direct, through) = rt.block_on(async {
-            let direct = tokio::time::timeout(limit, raw::call(&e.socket, "/moby.buildkit.v1.Control/Solve", 0, &first)).await.expect("direct call timed out");
-            let through = tokio::time::timeout(limit, raw::call(&p.socket, "/moby.buildkit.v1.Control/Solve", 0, &msg)).await.expect("call through the proxy timed out");
+            let direct = tokio::time::timeout(
+                limit,
+                raw::call(&e.socket, "/moby.buildkit.v1.Control/Solve", 0, &first),
+            )
+            .await
+            .expect("direct call timed out");
+            let through = tokio::time::timeout(
+                limit,
+                raw::call(&p.socket, "/moby.buildkit.v1.Control/Solve", 0, &msg),
+            )
+            .await
+            .expect("call through the proxy timed out");
             (direct, through)
         });
         println!(
@@ -648,13 +704,25 @@ fn large_solve_under_the_cap_reaches_the_daemon(e: &Engine) {
             through.status,
             through.message
         );
-        assert!(!through.message.starts_with(PROXY_PREFIX), "{}: the proxy answered: {:?} {}", e.name, through.status, through.message);
+        assert!(
+            !through.message.starts_with(PROXY_PREFIX),
+            "{}: the proxy answered: {:?} {}",
+            e.name,
+            through.status,
+            through.message
+        );
         assert!(through.status.is_some(), "{}: no gRPC status", e.name);
-        assert_eq!(through.status, direct.status, "{}: the daemon's answer, as straight to it: {} / {}", e.name, through.message, direct.message);
+        assert_eq!(
+            through.status, direct.status,
+            "{}: the daemon's answer, as straight to it: {} / {}",
+            e.name, through.message, direct.message
+        );
         if msg.len() < 4 << 20 {
             // BuildKit read the whole message: it looked for the session the message names.
             assert!(
-                through.message.contains(&format!("no active session for {session}")),
+                through
+                    .message
+                    .contains(&format!("no active session for {session}")),
                 "{}: BuildKit processed the Solve: {}",
                 e.name,
                 through.message
@@ -662,13 +730,24 @@ fn large_solve_under_the_cap_reaches_the_daemon(e: &Engine) {
         } else {
             // grpc-go's own refusal names the size it received: the client's message plus the
             // proxy's `cgroup-parent` rewrite, so the proxy forwarded all of it.
-            let received = format!("received message larger than max ({} vs. ", msg.len() + rewrite_len(&p));
-            assert!(through.message.contains(&received), "{}: {} (expected `{received}`)", e.name, through.message);
+            let received = format!(
+                "received message larger than max ({} vs. ",
+                msg.len() + rewrite_len(&p)
+            );
+            assert!(
+                through.message.contains(&received),
+                "{}: {} (expected `{received}`)",
+                e.name,
+                through.message
+            );
         }
     }
     let log = p.audit_log();
     assert_eq!(
-        log.lines().filter(|l| l.contains("/moby.buildkit.v1.Control/Solve") && l.contains("\"decision\":\"allow\"")).count(),
+        log.lines()
+            .filter(|l| l.contains("/moby.buildkit.v1.Control/Solve")
+                && l.contains("\"decision\":\"allow\""))
+            .count(),
         2,
         "{}: both Solves were judged and allowed: {log}",
         e.name
@@ -683,7 +762,12 @@ fn rewrite_len(p: &Proxy) -> usize {
     let parent = p
         .audit_log()
         .lines()
-        .find_map(|l| l.split("cgroup-parent` set to `").nth(1).and_then(|r| r.split('`').next()).map(str::to_owned))
+        .find_map(|l| {
+            l.split("cgroup-parent` set to `")
+                .nth(1)
+                .and_then(|r| r.split('`').next())
+                .map(str::to_owned)
+        })
         .expect("the audit log names the `cgroup-parent` rewrite");
     ControlSolveRequest {
         frontend_attrs: [("cgroup-parent".to_owned(), parent)].into_iter().collect(),
@@ -743,10 +827,12 @@ fn procs_in(root: &Path) -> Vec<i32> {
 /// `run_step_budget_holds_on_engine_20_10_with_the_daemon_cgroup_parent`.
 /// The budget's memory use (cgroup v1, hierarchical: its children's pages count).
 fn memory_usage(name: &str) -> u64 {
-    std::fs::read_to_string(format!("/sys/fs/cgroup/memory/{name}/memory.usage_in_bytes"))
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
+    std::fs::read_to_string(format!(
+        "/sys/fs/cgroup/memory/{name}/memory.usage_in_bytes"
+    ))
+    .ok()
+    .and_then(|s| s.trim().parse().ok())
+    .unwrap_or(0)
 }
 
 /// Builds, with `build` (a buildx or 20.10 CLI command with every argument but the context), a
@@ -757,7 +843,13 @@ fn memory_usage(name: &str) -> u64 {
 fn run_step_memory_is_in_the_budget(p: &Proxy, name: &str, label: &str, mut build: Command) {
     let ctx = context(
         p,
-        &format!("holdmem-{}", label.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect::<String>()),
+        &format!(
+            "holdmem-{}",
+            label
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .collect::<String>()
+        ),
         &format!(
             "FROM {IMAGE}\nRUN grep -E 'pids|memory' /proc/self/cgroup; dd if=/dev/zero of=/dev/shm/hold bs=1048576 count=32 2>&1; sleep 1000 || true; \
              echo HELD-$(($(wc -c < /dev/shm/hold) >> 20))-MIB\n"
@@ -765,15 +857,26 @@ fn run_step_memory_is_in_the_budget(p: &Proxy, name: &str, label: &str, mut buil
     );
     let pids = PathBuf::from(format!("/sys/fs/cgroup/pids/{name}"));
     let before = memory_usage(name);
-    let log = p.workspace.join(format!("{}.log", ctx.file_name().and_then(|n| n.to_str()).unwrap_or("holdmem")));
+    let log = p.workspace.join(format!(
+        "{}.log",
+        ctx.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("holdmem")
+    ));
     let f = std::fs::File::create(&log).expect("log");
-    build.arg(&ctx).stdout(Stdio::from(f.try_clone().expect("dup"))).stderr(Stdio::from(f));
+    build
+        .arg(&ctx)
+        .stdout(Stdio::from(f.try_clone().expect("dup")))
+        .stderr(Stdio::from(f));
     let mut child = build.spawn().expect("build");
     let mut held = None;
     for _ in 0..3000 {
         let sleeps: Vec<i32> = procs_in(&pids)
             .into_iter()
-            .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep"))
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|c| c.trim() == "sleep")
+            })
             .collect();
         if !sleeps.is_empty() {
             held = Some(memory_usage(name));
@@ -789,21 +892,38 @@ fn run_step_memory_is_in_the_budget(p: &Proxy, name: &str, label: &str, mut buil
     }
     let status = child.wait().expect("wait");
     let out = std::fs::read_to_string(&log).unwrap_or_default();
-    let held = held.unwrap_or_else(|| panic!("{label}: the step's sleep never appeared in the budget's pids cgroups: {out}"));
+    let held = held.unwrap_or_else(|| {
+        panic!("{label}: the step's sleep never appeared in the budget's pids cgroups: {out}")
+    });
     let rise = held.saturating_sub(before);
     println!(
         "{label}: the RUN step holding 32 MiB in /dev/shm: budget memory.usage_in_bytes {before} -> {held} (+{} MiB)",
         rise >> 20
     );
-    assert!(status.success() && out.contains("HELD-32-MIB"), "{label}: {out}");
-    assert!(out.contains(&format!("memory:/{name}/")), "{label}: the step's memory cgroup is beneath the budget: {out}");
-    assert!(rise >= 30 << 20, "{label}: the budget's memory use rose by {rise} bytes only while the step held 32 MiB: {out}");
+    assert!(
+        status.success() && out.contains("HELD-32-MIB"),
+        "{label}: {out}"
+    );
+    assert!(
+        out.contains(&format!("memory:/{name}/")),
+        "{label}: the step's memory cgroup is beneath the budget: {out}"
+    );
+    assert!(
+        rise >= 30 << 20,
+        "{label}: the budget's memory use rose by {rise} bytes only while the step held 32 MiB: {out}"
+    );
 }
 
 /// A buildx build through `p` with every argument but the context.
 fn buildx_cmd(p: &Proxy, cli: &str) -> Command {
     let mut c = p.cmd(cli);
-    c.env("BUILDX_NO_DEFAULT_ATTESTATIONS", "1").args(["buildx", "build", "--progress=plain", "--pull=false", "--no-cache"]);
+    c.env("BUILDX_NO_DEFAULT_ATTESTATIONS", "1").args([
+        "buildx",
+        "build",
+        "--progress=plain",
+        "--pull=false",
+        "--no-cache",
+    ]);
     c
 }
 
@@ -905,7 +1025,12 @@ fn run_step_budget_holds_over_grpc_on(e: &Engine) {
     );
 
     // Its memory is counted in the budget too.
-    run_step_memory_is_in_the_budget(&p, &name, &format!("engine {}: /grpc", e.name), buildx_cmd(&p, cli));
+    run_step_memory_is_in_the_budget(
+        &p,
+        &name,
+        &format!("engine {}: /grpc", e.name),
+        buildx_cmd(&p, cli),
+    );
 
     // A fork loop past the budget's pids.max (40) is stopped by the kernel.
     let ctx = context(
@@ -940,13 +1065,20 @@ impl CgroupParentDaemon {
     fn start(tag: &str, cgroup_parent: &str, dockerd: &str) -> Option<CgroupParentDaemon> {
         if !Path::new(dockerd).exists() {
             let reason = format!("no dockerd at {dockerd}");
-            assert!(!engines_required(), "{reason}, but DW_ENGINES_REQUIRED is set");
+            assert!(
+                !engines_required(),
+                "{reason}, but DW_ENGINES_REQUIRED is set"
+            );
             println!("skipped: {reason}");
             return None;
         }
         let sbin = Path::new(dockerd).parent().expect("dockerd directory");
         let bin = sbin.parent().expect("prefix").join("bin");
-        let path = format!("{}:{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", sbin.display(), bin.display());
+        let path = format!(
+            "{}:{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            sbin.display(),
+            bin.display()
+        );
         let dir = PathBuf::from(format!("/tmp/dwpd-{tag}"));
         std::fs::create_dir_all(&dir).expect("dir");
         let log = std::fs::File::create(dir.join("dockerd.log")).expect("log");
@@ -969,12 +1101,23 @@ impl CgroupParentDaemon {
         let d = CgroupParentDaemon { child, dir };
         let host = d.host();
         for _ in 0..300 {
-            if Command::new("/usr/bin/docker").env("DOCKER_HOST", &host).arg("version").output().is_ok_and(|o| o.status.success()) {
+            if Command::new("/usr/bin/docker")
+                .env("DOCKER_HOST", &host)
+                .arg("version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+            {
                 break;
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        let st = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/make-test-image.sh")).env("DOCKER_HOST", &host).status().expect("image");
+        let st = Command::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/make-test-image.sh"
+        ))
+        .env("DOCKER_HOST", &host)
+        .status()
+        .expect("image");
         assert!(st.success(), "importing the test image");
         Some(d)
     }
@@ -990,7 +1133,10 @@ impl CgroupParentDaemon {
 
 impl Drop for CgroupParentDaemon {
     fn drop(&mut self) {
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -1024,47 +1170,113 @@ fn run_step_budget_holds_on_engine_26_1_with_the_daemon_cgroup_parent() {
 fn run_step_budget_holds_with_the_daemon_cgroup_parent(engine: &'static str, dockerd: &str) {
     let Some(cli) = buildx() else { return };
     let Some(cli2010) = cli2010() else {
-        assert!(!engines_required(), "no Docker CLI 20.10 at /usr/bin/docker, but DW_ENGINES_REQUIRED is set");
+        assert!(
+            !engines_required(),
+            "no Docker CLI 20.10 at /usr/bin/docker, but DW_ENGINES_REQUIRED is set"
+        );
         println!("skipped: no Docker CLI 20.10 for the /build?version=2 path");
         return;
     };
     let tag = format!("grpcbk{}-{}", std::process::id(), engine.replace('.', "_"));
-    let name = format!("dwt_pdbk_{}_{}", std::process::id(), engine.replace('.', "_"));
+    let name = format!(
+        "dwt_pdbk_{}_{}",
+        std::process::id(),
+        engine.replace('.', "_")
+    );
     let _cg = CgroupCleanup(name.clone());
-    let Some(d) = CgroupParentDaemon::start(&tag, &format!("/{name}"), dockerd) else { return };
+    let Some(d) = CgroupParentDaemon::start(&tag, &format!("/{name}"), dockerd) else {
+        return;
+    };
     let conf = tempfile::NamedTempFile::new().expect("conf");
     std::fs::write(conf.path(), "{}").expect("conf");
     let sock = d.socket();
-    let e = Engine { name: if engine == "26.1" { "26.1 (private)" } else { "20.10 (private)" }, socket: PathBuf::from(sock), netns: None, prefix: None };
+    let e = Engine {
+        name: if engine == "26.1" {
+            "26.1 (private)"
+        } else {
+            "20.10 (private)"
+        },
+        socket: PathBuf::from(sock),
+        netns: None,
+        prefix: None,
+    };
     let conf_path = conf.path().to_str().expect("utf-8").to_owned();
-    let p = proxy(&e, &["--cgroup-name", &name, "--pids-budget", "40", "--daemon-config", &conf_path]);
+    let p = proxy(
+        &e,
+        &[
+            "--cgroup-name",
+            &name,
+            "--pids-budget",
+            "40",
+            "--daemon-config",
+            &conf_path,
+        ],
+    );
     // The defense the daemon must mirror: entitlements and cgroup parent left at their
     // defaults are start-up errors.
     let log = p.log();
-    assert!(log.contains("ERROR") && log.contains("network-host") && log.contains("`cgroup-parent` is not"), "{log}");
+    assert!(
+        log.contains("ERROR")
+            && log.contains("network-host")
+            && log.contains("`cgroup-parent` is not"),
+        "{log}"
+    );
 
-    let ctx = context(&p, "pdfork", &format!("FROM {IMAGE}\nRUN grep -E 'pids|memory' /proc/self/cgroup; for i in $(seq 100); do sleep 30 & done; echo FORKED-$((40+2))\n"));
+    let ctx = context(
+        &p,
+        "pdfork",
+        &format!(
+            "FROM {IMAGE}\nRUN grep -E 'pids|memory' /proc/self/cgroup; for i in $(seq 100); do sleep 30 & done; echo FORKED-$((40+2))\n"
+        ),
+    );
     let ctx = ctx.to_str().expect("utf-8");
     // /grpc (buildx).
     let o = buildx_build(&p, cli, &["--no-cache", ctx]);
     let out = all_output(&o);
-    assert!(!o.status.success() && out.contains("can't fork") && !out.contains("FORKED-42"), "/grpc: {out}");
-    assert!(out.contains(&format!("pids:/{name}/buildkit/")), "/grpc: the step ran beneath the parent: {out}");
+    assert!(
+        !o.status.success() && out.contains("can't fork") && !out.contains("FORKED-42"),
+        "/grpc: {out}"
+    );
+    assert!(
+        out.contains(&format!("pids:/{name}/buildkit/")),
+        "/grpc: the step ran beneath the parent: {out}"
+    );
     // /build?version=2 (the 20.10 CLI with BuildKit).
     let mut c = p.cmd(cli2010);
-    c.env("DOCKER_BUILDKIT", "1").args(["build", "--progress=plain", "--no-cache", ctx]);
+    c.env("DOCKER_BUILDKIT", "1")
+        .args(["build", "--progress=plain", "--no-cache", ctx]);
     let o = run_with_timeout(&mut c, None, Duration::from_secs(300));
     let out = all_output(&o);
-    assert!(!o.status.success() && out.contains("can't fork") && !out.contains("FORKED-42"), "/build?version=2: {out}");
-    assert!(out.contains(&format!("pids:/{name}/buildkit/")), "/build?version=2: {out}");
+    assert!(
+        !o.status.success() && out.contains("can't fork") && !out.contains("FORKED-42"),
+        "/build?version=2: {out}"
+    );
+    assert!(
+        out.contains(&format!("pids:/{name}/buildkit/")),
+        "/build?version=2: {out}"
+    );
     // The steps' memory is in the budget on both paths.
-    run_step_memory_is_in_the_budget(&p, &name, &format!("engine {}: /grpc", e.name), buildx_cmd(&p, cli));
+    run_step_memory_is_in_the_budget(
+        &p,
+        &name,
+        &format!("engine {}: /grpc", e.name),
+        buildx_cmd(&p, cli),
+    );
     let mut c = p.cmd(cli2010);
-    c.env("DOCKER_BUILDKIT", "1").args(["build", "--progress=plain", "--no-cache"]);
-    run_step_memory_is_in_the_budget(&p, &name, &format!("engine {}: /build?version=2", e.name), c);
+    c.env("DOCKER_BUILDKIT", "1")
+        .args(["build", "--progress=plain", "--no-cache"]);
+    run_step_memory_is_in_the_budget(
+        &p,
+        &name,
+        &format!("engine {}: /build?version=2", e.name),
+        c,
+    );
     let root = PathBuf::from(format!("/sys/fs/cgroup/pids/{name}"));
     for pid in procs_in(&root) {
         let _ = Command::new("kill").arg(pid.to_string()).status();
     }
-    let _ = Command::new("/usr/bin/docker").env("DOCKER_HOST", d.host()).args(["builder", "prune", "-af"]).output();
+    let _ = Command::new("/usr/bin/docker")
+        .env("DOCKER_HOST", d.host())
+        .args(["builder", "prune", "-af"])
+        .output();
 }

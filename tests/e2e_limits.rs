@@ -46,13 +46,20 @@ fn eighty_parallel_creates_leave_exactly_the_default_cap_of_64(e: &Engine) {
     let d = PrivateDaemon::start_on(e, "cap");
     let name = cgroup_name(e, "cap");
     let _cg = CgroupCleanup(name.clone());
-    let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
+    let dir = tempfile::Builder::new()
+        .prefix("dwtest")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
     let ws = dir.path().canonicalize().expect("canon").join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
     // Debug lines of admission: how many creates were pending when each was admitted.
     let env = [("RUST_LOG", "info,dockwarden::proxy::admission=debug")];
     let p = Proxy::start_in_on_env(&d.engine(), dir, ws, &["--cgroup-name", &name], &env);
-    assert_eq!(stdout(&d.cli(&["ps", "-aq"])), "", "the private daemon starts empty");
+    assert_eq!(
+        stdout(&d.cli(&["ps", "-aq"])),
+        "",
+        "the private daemon starts empty"
+    );
 
     let handles: Vec<_> = (0..80)
         .map(|_| {
@@ -60,14 +67,32 @@ fn eighty_parallel_creates_leave_exactly_the_default_cap_of_64(e: &Engine) {
             std::thread::spawn(move || post_create(&s))
         })
         .collect();
-    let answers: Vec<String> = handles.into_iter().map(|h| h.join().expect("thread")).collect();
-    let created = answers.iter().filter(|a| a.starts_with("HTTP/1.1 201")).count();
-    let refused: Vec<&String> = answers.iter().filter(|a| a.starts_with("HTTP/1.1 403")).collect();
+    let answers: Vec<String> = handles
+        .into_iter()
+        .map(|h| h.join().expect("thread"))
+        .collect();
+    let created = answers
+        .iter()
+        .filter(|a| a.starts_with("HTTP/1.1 201"))
+        .count();
+    let refused: Vec<&String> = answers
+        .iter()
+        .filter(|a| a.starts_with("HTTP/1.1 403"))
+        .collect();
     let exist = stdout(&d.cli(&["ps", "-aq"])).lines().count();
-    eprintln!("80 parallel creates: {created} created, {} refused, {exist} exist", refused.len());
+    eprintln!(
+        "80 parallel creates: {created} created, {} refused, {exist} exist",
+        refused.len()
+    );
     assert_eq!(created, 64);
     assert_eq!(refused.len(), 16);
-    assert!(refused.iter().all(|a| a.contains("limits.containers") && a.contains("docker rm")), "{}", refused[0]);
+    assert!(
+        refused
+            .iter()
+            .all(|a| a.contains("limits.containers") && a.contains("docker rm")),
+        "{}",
+        refused[0]
+    );
     assert_eq!(exist, 64, "the daemon holds exactly the cap");
     // The cap is kept without making the daemon create one container at a time: creates were
     // admitted while others were still with the daemon (impossible while one lock was held
@@ -77,17 +102,35 @@ fn eighty_parallel_creates_leave_exactly_the_default_cap_of_64(e: &Engine) {
     let most = log
         .lines()
         .filter(|l| l.contains("create admitted"))
-        .filter_map(|l| l.split("creates.pending=").nth(1)?.split(|c: char| !c.is_ascii_digit()).next()?.parse::<u64>().ok())
+        .filter_map(|l| {
+            l.split("creates.pending=")
+                .nth(1)?
+                .split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
         .max();
     eprintln!("most creates pending at an admission: {most:?}");
-    assert!(most.is_some_and(|n| n >= 1), "no create was admitted while another was pending:\n{log}");
+    assert!(
+        most.is_some_and(|n| n >= 1),
+        "no create was admitted while another was pending:\n{log}"
+    );
 
     // Freeing one makes room for exactly one more.
-    let first = stdout(&d.cli(&["ps", "-aq"])).lines().next().map(str::to_owned).expect("an id");
+    let first = stdout(&d.cli(&["ps", "-aq"]))
+        .lines()
+        .next()
+        .map(str::to_owned)
+        .expect("an id");
     ok(d.cli(&["rm", &first]));
     assert!(post_create(&p.socket).starts_with("HTTP/1.1 201"));
     assert!(post_create(&p.socket).starts_with("HTTP/1.1 403"));
-    let any = stdout(&d.cli(&["ps", "-aq"])).lines().next().map(str::to_owned).expect("an id");
+    let any = stdout(&d.cli(&["ps", "-aq"]))
+        .lines()
+        .next()
+        .map(str::to_owned)
+        .expect("an id");
     let parent = stdout(&d.cli(&["inspect", "-f", "{{.HostConfig.CgroupParent}}", &any]));
     assert_eq!(parent, format!("/{name}"));
 }
@@ -96,22 +139,50 @@ fn memory_budget_kills_a_container_that_allocates_past_it(e: &Engine) {
     let name = cgroup_name(e, "mem");
     let _cg = CgroupCleanup(name.clone());
     let p = Proxy::start_on(e, &["--cgroup-name", &name, "--memory-budget", "64m"]);
-    let limit = std::fs::read_to_string(format!("/sys/fs/cgroup/memory/{name}/memory.limit_in_bytes")).expect("limit file");
+    let limit = std::fs::read_to_string(format!(
+        "/sys/fs/cgroup/memory/{name}/memory.limit_in_bytes"
+    ))
+    .expect("limit file");
     assert_eq!(limit.trim(), (64u64 << 20).to_string());
 
     // Within the budget: 16 MiB held in memory is fine.
     let small = unique("mem-small");
-    let out = ok(p.docker(&["run", "--name", &small, IMAGE, "sh", "-c", "head -c 16m /dev/zero | tail >/dev/null; echo rc=$?"]));
+    let out = ok(p.docker(&[
+        "run",
+        "--name",
+        &small,
+        IMAGE,
+        "sh",
+        "-c",
+        "head -c 16m /dev/zero | tail >/dev/null; echo rc=$?",
+    ]));
     assert_eq!(out, "rc=0");
     // Past it: 200 MiB held by `tail` (no newline, so it buffers everything) is OOM-killed.
     let big = unique("mem-big");
-    let o = p.docker(&["run", "--name", &big, IMAGE, "sh", "-c", "head -c 200m /dev/zero | tail >/dev/null; echo rc=$?"]);
+    let o = p.docker(&[
+        "run",
+        "--name",
+        &big,
+        IMAGE,
+        "sh",
+        "-c",
+        "head -c 200m /dev/zero | tail >/dev/null; echo rc=$?",
+    ]);
     let state = e.inspect(&big);
     let out = stdout(&o);
-    eprintln!("past the budget: stdout {out:?}, exit {:?}, OOMKilled={}", o.status.code(), state["State"]["OOMKilled"]);
+    eprintln!(
+        "past the budget: stdout {out:?}, exit {:?}, OOMKilled={}",
+        o.status.code(),
+        state["State"]["OOMKilled"]
+    );
     // The kernel's OOM killer picks within the parent cgroup: `tail` (the shell prints 137) or
     // the whole container (docker run exits 137).
-    assert!(out == "rc=137" || o.status.code() == Some(137), "not killed: {out:?} {:?} {}", o.status.code(), stderr(&o));
+    assert!(
+        out == "rc=137" || o.status.code() == Some(137),
+        "not killed: {out:?} {:?} {}",
+        o.status.code(),
+        stderr(&o)
+    );
     assert_eq!(state["HostConfig"]["CgroupParent"], format!("/{name}"));
     // A per-container limit larger than the budget is refused; one that fits stays.
     let o = p.docker(&["create", "-m", "128m", IMAGE]);
@@ -128,13 +199,25 @@ fn pids_budget_stops_a_fork_loop(e: &Engine) {
     let name = cgroup_name(e, "pids");
     let _cg = CgroupCleanup(name.clone());
     let p = Proxy::start_on(e, &["--cgroup-name", &name, "--pids-budget", "40"]);
-    let max = std::fs::read_to_string(format!("/sys/fs/cgroup/pids/{name}/pids.max")).expect("pids.max");
+    let max =
+        std::fs::read_to_string(format!("/sys/fs/cgroup/pids/{name}/pids.max")).expect("pids.max");
     assert_eq!(max.trim(), "40");
     let c = unique("pids");
-    let o = p.docker(&["run", "--name", &c, IMAGE, "sh", "-c", "for i in $(seq 100); do sleep 30 & done; echo started"]);
+    let o = p.docker(&[
+        "run",
+        "--name",
+        &c,
+        IMAGE,
+        "sh",
+        "-c",
+        "for i in $(seq 100); do sleep 30 & done; echo started",
+    ]);
     let err = stderr(&o);
     e.force_remove(&c);
-    eprintln!("fork loop under a 40-process budget: {}", err.lines().next().unwrap_or(""));
+    eprintln!(
+        "fork loop under a 40-process budget: {}",
+        err.lines().next().unwrap_or("")
+    );
     assert!(err.contains("can't fork"), "stderr: {err}");
     let o = p.docker(&["create", "--pids-limit", "1000", IMAGE]);
     assert!(stderr(&o).contains("limits.pids"), "{}", stderr(&o));
@@ -142,11 +225,18 @@ fn pids_budget_stops_a_fork_loop(e: &Engine) {
 
 #[test]
 fn proxy_refuses_to_start_when_the_budget_cannot_be_applied() {
-    let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
+    let dir = tempfile::Builder::new()
+        .prefix("dwtest")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
     let sock = dir.path().join("s.sock");
     let run = |extra: &[&str]| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_dockwarden"));
-        c.args(["proxy", "--listen"]).arg(&sock).arg("--workspace").arg(dir.path()).args(extra);
+        c.args(["proxy", "--listen"])
+            .arg(&sock)
+            .arg("--workspace")
+            .arg(dir.path())
+            .args(extra);
         run_with_timeout(&mut c, None, Duration::from_secs(30))
     };
     let o = run(&["--cgroup-root", "/proc/dwt-no-such-hierarchy"]);
@@ -170,11 +260,26 @@ fn pids_budget_holds_on_a_private_daemon_too(e: &Engine) {
     let d = PrivateDaemon::start_on(e, "budget");
     let name = cgroup_name(e, "pdpids");
     let _cg = CgroupCleanup(name.clone());
-    let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
+    let dir = tempfile::Builder::new()
+        .prefix("dwtest")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
     let ws = dir.path().canonicalize().expect("canon").join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
-    let p = Proxy::start_in_on(&d.engine(), dir, ws, &["--cgroup-name", &name, "--pids-budget", "40"]);
-    let o = p.docker(&["run", "--rm", IMAGE, "sh", "-c", "for i in $(seq 100); do sleep 30 & done; echo started"]);
+    let p = Proxy::start_in_on(
+        &d.engine(),
+        dir,
+        ws,
+        &["--cgroup-name", &name, "--pids-budget", "40"],
+    );
+    let o = p.docker(&[
+        "run",
+        "--rm",
+        IMAGE,
+        "sh",
+        "-c",
+        "for i in $(seq 100); do sleep 30 & done; echo started",
+    ]);
     assert!(stderr(&o).contains("can't fork"), "stderr: {}", stderr(&o));
 }
 

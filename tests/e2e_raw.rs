@@ -10,9 +10,16 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 fn status_and_body(resp: &str) -> (u16, serde_json::Value) {
-    let status = resp.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let status = resp
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     let body = resp.split("\r\n\r\n").nth(1).unwrap_or("");
-    (status, serde_json::from_str(body).unwrap_or(serde_json::Value::Null))
+    (
+        status,
+        serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+    )
 }
 
 fn unknown_endpoint_gets_403_with_a_json_message_naming_the_rule(e: &Engine) {
@@ -35,20 +42,34 @@ fn content_length_with_transfer_encoding_gets_400_and_never_reaches_the_daemon(e
     );
     let (status, _) = status_and_body(&p.raw(req.as_bytes()));
     assert_eq!(status, 400);
-    assert!(!e.daemon(&["inspect", &name]).status.success(), "the container must not exist");
+    assert!(
+        !e.daemon(&["inspect", &name]).status.success(),
+        "the container must not exist"
+    );
 }
 
 fn repeated_content_length_gets_400(e: &Engine) {
     let p = Proxy::start_on(e, &[]);
     let (status, body) = status_and_body(&p.raw(b"POST /v1.41/containers/create HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}"));
     assert_eq!(status, 400);
-    assert!(body["message"].as_str().unwrap_or("").contains("ambiguous framing"));
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("ambiguous framing")
+    );
 }
 
 fn oversized_json_body_gets_413(e: &Engine) {
     let p = Proxy::start_on(e, &[]);
-    let big = format!("{{\"Image\":\"{IMAGE}\",\"Env\":[\"X={}\"]}}", "a".repeat(5 * 1024 * 1024));
-    let req = format!("POST /v1.41/containers/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{big}", big.len());
+    let big = format!(
+        "{{\"Image\":\"{IMAGE}\",\"Env\":[\"X={}\"]}}",
+        "a".repeat(5 * 1024 * 1024)
+    );
+    let req = format!(
+        "POST /v1.41/containers/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{big}",
+        big.len()
+    );
     let (status, body) = status_and_body(&p.raw(req.as_bytes()));
     assert_eq!(status, 413);
     assert!(body["message"].as_str().unwrap_or("").contains("limit"));
@@ -56,50 +77,92 @@ fn oversized_json_body_gets_413(e: &Engine) {
 
 fn malformed_json_gets_400_and_duplicate_keys_are_refused(e: &Engine) {
     let p = Proxy::start_on(e, &[]);
-    for body in [r#"{"Image": "#, r#"{"Image":"x","HostConfig":{"Privileged":false,"privileged":true}}"#] {
-        let req = format!("POST /v1.41/containers/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+    for body in [
+        r#"{"Image": "#,
+        r#"{"Image":"x","HostConfig":{"Privileged":false,"privileged":true}}"#,
+    ] {
+        let req = format!(
+            "POST /v1.41/containers/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
         let (status, json) = status_and_body(&p.raw(req.as_bytes()));
         assert_eq!(status, 400, "{body}");
-        assert!(json["message"].as_str().unwrap_or("").contains("request.body.invalid"));
+        assert!(
+            json["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("request.body.invalid")
+        );
     }
 }
 
 fn encoded_slash_and_unclean_paths_are_refused(e: &Engine) {
     let p = Proxy::start_on(e, &[]);
-    for path in ["/v1.41/containers%2Fcreate", "//v1.41/containers/json", "/v1.41/x/../containers/json"] {
-        let (status, json) = status_and_body(&p.raw(format!("POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").as_bytes()));
+    for path in [
+        "/v1.41/containers%2Fcreate",
+        "//v1.41/containers/json",
+        "/v1.41/x/../containers/json",
+    ] {
+        let (status, json) = status_and_body(&p.raw(
+            format!("POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").as_bytes(),
+        ));
         assert_eq!(status, 403, "{path}");
-        assert!(json["message"].as_str().unwrap_or("").contains("route.noncanonical"), "{path}");
+        assert!(
+            json["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("route.noncanonical"),
+            "{path}"
+        );
     }
 }
 
 fn http2_preface_is_refused(e: &Engine) {
     let p = Proxy::start_on(e, &[]);
     let resp = p.raw(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
-    assert!(!resp.contains("HTTP/2") && !resp.contains(" 200 "), "h2 must not be served: {resp:?}");
+    assert!(
+        !resp.contains("HTTP/2") && !resp.contains(" 200 "),
+        "h2 must not be served: {resp:?}"
+    );
 }
 
 fn form_encoded_bodies_are_refused_where_parameters_matter(e: &Engine) {
     let p = Proxy::start_on(e, &[]);
     let body = "networkmode=host";
-    let req = format!("POST /v1.41/build HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+    let req = format!(
+        "POST /v1.41/build HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
     let (status, json) = status_and_body(&p.raw(req.as_bytes()));
     assert_eq!(status, 403);
-    assert!(json["message"].as_str().unwrap_or("").contains("request.form_body"));
+    assert!(
+        json["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("request.form_body")
+    );
 }
 
 fn slow_client_is_cut_off_after_the_header_timeout(e: &Engine) {
     let p = Proxy::start_on(e, &["--header-timeout", "1"]);
     let mut s = UnixStream::connect(&p.socket).expect("connect");
-    s.write_all(b"GET /v1.41/info HTTP/1.1\r\nHost: x\r\n").expect("partial head");
-    s.set_read_timeout(Some(Duration::from_secs(15))).expect("timeout");
+    s.write_all(b"GET /v1.41/info HTTP/1.1\r\nHost: x\r\n")
+        .expect("partial head");
+    s.set_read_timeout(Some(Duration::from_secs(15)))
+        .expect("timeout");
     let mut buf = Vec::new();
     // The proxy closes the connection (EOF) instead of waiting for the rest forever; a read
     // timeout here would be the failure.
     let res = s.read_to_end(&mut buf);
-    assert!(res.is_ok(), "connection was not closed by the proxy: {res:?}");
+    assert!(
+        res.is_ok(),
+        "connection was not closed by the proxy: {res:?}"
+    );
     // And the proxy still serves others afterwards.
-    assert!(p.raw(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n").contains("200 OK"));
+    assert!(
+        p.raw(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n")
+            .contains("200 OK")
+    );
 }
 
 fn other_clients_are_served_while_one_streams_a_large_cp(e: &Engine) {
@@ -110,11 +173,22 @@ fn other_clients_are_served_while_one_streams_a_large_cp(e: &Engine) {
     let f = std::fs::File::create(&big).expect("create");
     f.set_len(256 * 1024 * 1024).expect("size");
     let cli = cli28().or(cli2010()).expect("cli");
-    let mut cp = p.cmd(cli).args(["cp", big.to_str().expect("utf8"), &format!("{name}:/tmp/big.bin")]).spawn().expect("cp");
+    let mut cp = p
+        .cmd(cli)
+        .args([
+            "cp",
+            big.to_str().expect("utf8"),
+            &format!("{name}:/tmp/big.bin"),
+        ])
+        .spawn()
+        .expect("cp");
     let mut served = 0;
     let t0 = Instant::now();
     while cp.try_wait().expect("poll cp").is_none() && t0.elapsed() < Duration::from_secs(120) {
-        assert!(p.raw(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n").contains("200 OK"));
+        assert!(
+            p.raw(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n")
+                .contains("200 OK")
+        );
         ok(p.docker(&["ps", "-q", "--filter", &format!("name={name}")]));
         served += 1;
     }
@@ -127,14 +201,23 @@ fn other_clients_are_served_while_one_streams_a_large_cp(e: &Engine) {
 
 #[test]
 fn unreachable_daemon_gives_502_saying_so() {
-    let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
+    let dir = tempfile::Builder::new()
+        .prefix("dwtest")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
     let ws = dir.path().canonicalize().expect("canon").join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
     // The shared cgroup budget needs the daemon's `/info` at start-up (surface issue).
-    let p = Proxy::start_with_upstream(dir, ws, "/nonexistent/docker.sock", &["--no-cgroup-budget"]);
+    let p =
+        Proxy::start_with_upstream(dir, ws, "/nonexistent/docker.sock", &["--no-cgroup-budget"]);
     let (status, json) = status_and_body(&p.raw(b"GET /v1.41/info HTTP/1.1\r\nHost: x\r\n\r\n"));
     assert_eq!(status, 502);
-    assert!(json["message"].as_str().unwrap_or("").contains("cannot reach the docker daemon"));
+    assert!(
+        json["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("cannot reach the docker daemon")
+    );
 }
 
 fn sigterm_drains_and_removes_the_socket_and_a_live_socket_is_never_stolen(e: &Engine) {
@@ -149,16 +232,26 @@ fn sigterm_drains_and_removes_the_socket_and_a_live_socket_is_never_stolen(e: &E
         .expect("second proxy");
     assert!(!second.status.success());
     assert!(String::from_utf8_lossy(&second.stderr).contains("in use"));
-    assert!(p.raw(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n").contains("200 OK"), "first proxy still serves");
+    assert!(
+        p.raw(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n")
+            .contains("200 OK"),
+        "first proxy still serves"
+    );
     let pid = p.child.id().to_string();
-    std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
     let status = p.child.wait().expect("wait");
     assert!(status.success(), "clean exit on SIGTERM: {status:?}");
     assert!(!p.socket.exists(), "socket removed on shutdown");
 }
 
 fn a_stale_socket_file_is_replaced(e: &Engine) {
-    let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
+    let dir = tempfile::Builder::new()
+        .prefix("dwtest")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
     let root = dir.path().canonicalize().expect("canon");
     let ws = root.join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
@@ -170,22 +263,37 @@ fn a_stale_socket_file_is_replaced(e: &Engine) {
     // refuses to take it over. Start once it is stale for good.
     let t0 = std::time::Instant::now();
     while std::os::unix::net::UnixStream::connect(root.join("docker.sock")).is_ok() {
-        assert!(t0.elapsed() < std::time::Duration::from_secs(10), "the dropped listener stays live");
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(10),
+            "the dropped listener stays live"
+        );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let p = Proxy::start_in_on(e, dir, ws, &[]);
     let resp = p.raw(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n");
-    assert!(resp.contains("200 OK"), "ping through the proxy that replaced the stale socket: {resp:?}\nproxy log:\n{}", p.log());
+    assert!(
+        resp.contains("200 OK"),
+        "ping through the proxy that replaced the stale socket: {resp:?}\nproxy log:\n{}",
+        p.log()
+    );
 }
 
 fn api_versions_below_the_floor_are_refused_before_legacy_decode_paths(e: &Engine) {
     let p = Proxy::start_on(e, &[]);
     // API < 1.24 makes a start body replace the HostConfig; the proxy refuses the version.
     let body = r#"{"Privileged":true}"#;
-    let req = format!("POST /v1.23/containers/x/start HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+    let req = format!(
+        "POST /v1.23/containers/x/start HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
     let (status, json) = status_and_body(&p.raw(req.as_bytes()));
     assert_eq!(status, 403);
-    assert!(json["message"].as_str().unwrap_or("").contains("api.version"));
+    assert!(
+        json["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("api.version")
+    );
     // `1.9` is numerically below 1.24 although it sorts above it as text.
     let (status, _) = status_and_body(&p.raw(b"GET /v1.9/info HTTP/1.1\r\nHost: x\r\n\r\n"));
     assert_eq!(status, 403);
@@ -197,23 +305,43 @@ fn dry_run_logs_would_deny_and_forwards(e: &Engine) {
     // `create`, not `run`: this VM cannot start privileged containers at all.
     let out = p.docker(&["create", "--name", &name, "--privileged", IMAGE, "true"]);
     assert!(out.status.success(), "dry run forwards: {}", stderr(&out));
-    assert_eq!(e.inspect(&name)["HostConfig"]["Privileged"], true, "the daemon got the request");
+    assert_eq!(
+        e.inspect(&name)["HostConfig"]["Privileged"],
+        true,
+        "the daemon got the request"
+    );
     e.force_remove(&name);
     let audit = p.audit_log();
-    let line = audit.lines().find(|l| l.contains("ContainerCreate")).expect("create audited");
+    let line = audit
+        .lines()
+        .find(|l| l.contains("ContainerCreate"))
+        .expect("create audited");
     let rec: serde_json::Value = serde_json::from_str(line).expect("json line");
     assert_eq!(rec["decision"], "would-deny");
     assert_eq!(rec["rules"][0], "container.privileged");
-    assert!(rec["peer"]["pid"].as_i64().unwrap_or(0) > 0, "peer credentials recorded");
+    assert!(
+        rec["peer"]["pid"].as_i64().unwrap_or(0) > 0,
+        "peer credentials recorded"
+    );
     assert!(p.log().contains("DRY RUN"), "dry run is loud in the log");
 }
 
 fn attach_websocket_upgrades_and_streams_output(e: &Engine) {
     let p = Proxy::start_on(e, &[]);
     let name = unique("ws");
-    ok(p.docker(&["run", "-d", "--name", &name, IMAGE, "sh", "-c", "while true; do echo ws-out; sleep 0.2; done"]));
+    ok(p.docker(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        IMAGE,
+        "sh",
+        "-c",
+        "while true; do echo ws-out; sleep 0.2; done",
+    ]));
     let mut s = UnixStream::connect(&p.socket).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
     let req = format!(
         "GET /v1.41/containers/{name}/attach/ws?stream=1&stdout=1 HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nOrigin: http://localhost\r\n\r\n"
     );
@@ -234,7 +362,10 @@ fn attach_websocket_upgrades_and_streams_output(e: &Engine) {
     }
     let text = String::from_utf8_lossy(&got);
     assert!(text.starts_with("HTTP/1.1 101"), "{text:?}");
-    assert!(text.to_ascii_lowercase().contains("upgrade: websocket"), "{text:?}");
+    assert!(
+        text.to_ascii_lowercase().contains("upgrade: websocket"),
+        "{text:?}"
+    );
     assert!(text.contains("ws-out"), "no output frame arrived: {text:?}");
     e.force_remove(&name);
 }
@@ -263,7 +394,8 @@ fn hijack_without_upgrade_is_refused_but_detached_exec_works(e: &Engine) {
 fn buildkit_grpc_endpoint_switches_to_h2c_through_the_proxy(e: &Engine) {
     let p = Proxy::start_on(e, &[]);
     let mut s = UnixStream::connect(&p.socket).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
     s.write_all(b"POST /grpc HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\nContent-Length: 0\r\n\r\n").expect("write");
     let mut buf = [0u8; 1024];
     let n = s.read(&mut buf).expect("read");
@@ -274,7 +406,10 @@ fn buildkit_grpc_endpoint_switches_to_h2c_through_the_proxy(e: &Engine) {
 
 #[test]
 fn prints_the_docker_host_line_on_start() {
-    let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
+    let dir = tempfile::Builder::new()
+        .prefix("dwtest")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
     let root = dir.path().canonicalize().expect("canon");
     std::fs::create_dir_all(root.join("ws")).expect("ws");
     let sock = root.join("d.sock");
@@ -290,10 +425,17 @@ fn prints_the_docker_host_line_on_start() {
         .spawn()
         .expect("spawn");
     let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().expect("stdout")), &mut line).expect("line");
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
+        &mut line,
+    )
+    .expect("line");
     let _ = child.kill();
     let _ = child.wait();
-    assert_eq!(line.trim(), format!("export DOCKER_HOST=unix://{}", sock.display()));
+    assert_eq!(
+        line.trim(),
+        format!("export DOCKER_HOST=unix://{}", sock.display())
+    );
 }
 
 fn connection_bound_holds_extra_clients_until_a_slot_frees(e: &Engine) {
@@ -301,30 +443,46 @@ fn connection_bound_holds_extra_clients_until_a_slot_frees(e: &Engine) {
     let first = UnixStream::connect(&p.socket).expect("first");
     // The second client is accepted by the kernel but not served while the first holds the slot.
     let mut second = UnixStream::connect(&p.socket).expect("second");
-    second.set_read_timeout(Some(Duration::from_millis(700))).expect("timeout");
-    second.write_all(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n").expect("write");
+    second
+        .set_read_timeout(Some(Duration::from_millis(700)))
+        .expect("timeout");
+    second
+        .write_all(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("write");
     let mut buf = [0u8; 256];
-    assert!(second.read(&mut buf).is_err(), "served beyond the connection bound");
+    assert!(
+        second.read(&mut buf).is_err(),
+        "served beyond the connection bound"
+    );
     drop(first);
-    second.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    second
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
     let n = second.read(&mut buf).expect("served once the slot is free");
     assert!(String::from_utf8_lossy(&buf[..n]).contains("200 OK"));
 }
 
 fn open_fds(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
 }
 
 fn closed_event_streams_release_their_sockets(e: &Engine) {
     let p = Proxy::start_on(e, &[]);
     let pid = p.child.id();
-    assert!(p.raw(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n").contains("200 OK"));
+    assert!(
+        p.raw(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n")
+            .contains("200 OK")
+    );
     let before = open_fds(pid);
     let mut streams = Vec::new();
     for _ in 0..50 {
         let mut s = UnixStream::connect(&p.socket).expect("connect");
-        s.write_all(b"GET /v1.41/events HTTP/1.1\r\nHost: x\r\n\r\n").expect("write");
-        s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        s.write_all(b"GET /v1.41/events HTTP/1.1\r\nHost: x\r\n\r\n")
+            .expect("write");
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
         let mut buf = [0u8; 512];
         let n = s.read(&mut buf).expect("response head");
         assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
@@ -337,7 +495,11 @@ fn closed_event_streams_release_their_sockets(e: &Engine) {
     while open_fds(pid) > before + 5 && t0.elapsed() < Duration::from_secs(15) {
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(open_fds(pid) <= before + 5, "sockets of closed event streams are still open: {} vs {before}", open_fds(pid));
+    assert!(
+        open_fds(pid) <= before + 5,
+        "sockets of closed event streams are still open: {} vs {before}",
+        open_fds(pid)
+    );
 }
 
 per_engine!(

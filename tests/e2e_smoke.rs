@@ -7,7 +7,11 @@ use common::*;
 fn cli_runs_a_container_through_the_proxy(e: &Engine) {
     let p = Proxy::start_on(e, &[]);
     let version = ok(p.docker(&["version", "--format", "{{.Server.Version}}"]));
-    assert!(version.starts_with(&format!("{}.", e.name)), "Engine {} answers as {version}", e.name);
+    assert!(
+        version.starts_with(&format!("{}.", e.name)),
+        "Engine {} answers as {version}",
+        e.name
+    );
     let out = ok(p.docker(&["run", "--rm", IMAGE, "echo", "hello"]));
     assert_eq!(out, "hello");
     assert!(p.audit_log().contains("\"endpoint\":\"ContainerCreate\""));
@@ -16,7 +20,11 @@ fn cli_runs_a_container_through_the_proxy(e: &Engine) {
 fn private_daemon_starts_and_restarts(e: &Engine) {
     let mut d = PrivateDaemon::start_on(e, "smoke");
     let version = ok(d.cli(&["version", "--format", "{{.Server.Version}}"]));
-    assert!(version.starts_with(&format!("{}.", e.name)), "private Engine {} answers as {version}", e.name);
+    assert!(
+        version.starts_with(&format!("{}.", e.name)),
+        "private Engine {} answers as {version}",
+        e.name
+    );
     assert_eq!(ok(d.cli(&["run", "--rm", IMAGE, "echo", "x"])), "x");
     d.restart();
     assert_eq!(ok(d.cli(&["run", "--rm", IMAGE, "echo", "y"])), "y");

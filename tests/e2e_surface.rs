@@ -6,7 +6,10 @@ mod common;
 use common::*;
 
 fn status(resp: &str) -> u16 {
-    resp.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+    resp.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
 }
 
 fn post_json(p: &Proxy, path: &str, body: &str) -> String {
@@ -19,11 +22,21 @@ fn post_json(p: &Proxy, path: &str, body: &str) -> String {
 fn swarm_init_is_refused_with_its_rule_id(e: &Engine) {
     let p = Proxy::start_on(e, &[]);
     for cli in clis() {
-        let o = run_with_timeout(p.cmd(cli).args(["swarm", "init"]), None, std::time::Duration::from_secs(60));
+        let o = run_with_timeout(
+            p.cmd(cli).args(["swarm", "init"]),
+            None,
+            std::time::Duration::from_secs(60),
+        );
         assert!(!o.status.success());
-        assert!(stderr(&o).contains("rule system.swarm"), "{cli}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("rule system.swarm"),
+            "{cli}: {}",
+            stderr(&o)
+        );
     }
-    let info: serde_json::Value = serde_json::from_str(&ok(e.daemon(&["info", "--format", "{{json .Swarm}}"]))).expect("json");
+    let info: serde_json::Value =
+        serde_json::from_str(&ok(e.daemon(&["info", "--format", "{{json .Swarm}}"])))
+            .expect("json");
     assert_eq!(info["LocalNodeState"], "inactive");
 }
 
@@ -31,12 +44,17 @@ fn plugin_install_is_refused_with_its_rule_id(e: &Engine) {
     let p = Proxy::start_on(e, &[]);
     for cli in clis() {
         let o = run_with_timeout(
-            p.cmd(cli).args(["plugin", "install", "--grant-all-permissions", "x"]),
+            p.cmd(cli)
+                .args(["plugin", "install", "--grant-all-permissions", "x"]),
             None,
             std::time::Duration::from_secs(60),
         );
         assert!(!o.status.success());
-        assert!(stderr(&o).contains("rule system.plugin"), "{cli}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("rule system.plugin"),
+            "{cli}: {}",
+            stderr(&o)
+        );
     }
 }
 
@@ -55,11 +73,25 @@ fn swarm_plugin_distribution_and_checkpoint_endpoints_are_refused(e: &Engine) {
         ("POST", "/v1.41/plugins/x/set", "system.plugin"),
         ("POST", "/v1.41/plugins/x/upgrade", "system.plugin"),
         ("POST", "/v1.41/plugins/x/push", "system.plugin"),
-        ("GET", "/v1.41/distribution/busybox/json", "system.distribution"),
-        ("POST", "/v1.41/containers/x/checkpoints", "system.checkpoint"),
-        ("GET", "/v1.41/containers/x/checkpoints", "system.checkpoint"),
+        (
+            "GET",
+            "/v1.41/distribution/busybox/json",
+            "system.distribution",
+        ),
+        (
+            "POST",
+            "/v1.41/containers/x/checkpoints",
+            "system.checkpoint",
+        ),
+        (
+            "GET",
+            "/v1.41/containers/x/checkpoints",
+            "system.checkpoint",
+        ),
     ] {
-        let r = p.raw(format!("{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").as_bytes());
+        let r = p.raw(
+            format!("{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").as_bytes(),
+        );
         assert_eq!(status(&r), 403, "{method} {path}: {r}");
         assert!(r.contains(rule), "{method} {path}: {r}");
     }
@@ -81,7 +113,13 @@ const KIND_NODE: &str = r#"{"Image":"kindest/node:v1.29.2","Hostname":"kind-cont
 
 fn rejects_buildx_docker_container_driver_because_its_container_is_privileged(e: &Engine) {
     let p = Proxy::start_on(e, &[]);
-    let buildx = cli28().map(|cli| run_with_timeout(p.cmd(cli).args(["buildx", "version"]), None, std::time::Duration::from_secs(30)));
+    let buildx = cli28().map(|cli| {
+        run_with_timeout(
+            p.cmd(cli).args(["buildx", "version"]),
+            None,
+            std::time::Duration::from_secs(30),
+        )
+    });
     if buildx.is_some_and(|o| o.status.success()) {
         // buildx pulls its BuildKit image first and, when that fails (no registry here), goes on
         // with a local image of that name: the test image stands in for it.
@@ -93,28 +131,52 @@ fn rejects_buildx_docker_container_driver_because_its_container_is_privileged(e:
         // A config directory of its own, so the builder record buildx writes goes with the test.
         let mut create = p.cmd(cli28().expect("cli"));
         create.env("DOCKER_CONFIG", p.workspace.join(".docker"));
-        create.args(["buildx", "create", "--driver", "docker-container", "--name", &unique("bx"), "--bootstrap"]);
+        create.args([
+            "buildx",
+            "create",
+            "--driver",
+            "docker-container",
+            "--name",
+            &unique("bx"),
+            "--bootstrap",
+        ]);
         let o = run_with_timeout(&mut create, None, std::time::Duration::from_secs(120));
         if !had {
             let _ = e.daemon(&["rmi", bk]);
         }
-        assert!(stderr(&o).contains("rule container.privileged"), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("rule container.privileged"),
+            "{}",
+            stderr(&o)
+        );
     }
-    let r = post_json(&p, "/v1.41/containers/create?name=buildx_buildkit_x0", BUILDX_CREATE);
+    let r = post_json(
+        &p,
+        "/v1.41/containers/create?name=buildx_buildkit_x0",
+        BUILDX_CREATE,
+    );
     assert_eq!(status(&r), 403, "{r}");
     assert!(r.contains("container.privileged"), "{r}");
 }
 
 fn rejects_kind_node_containers(e: &Engine) {
     let p = Proxy::start_on(e, &[]);
-    let r = post_json(&p, "/v1.41/containers/create?name=kind-control-plane", KIND_NODE);
+    let r = post_json(
+        &p,
+        "/v1.41/containers/create?name=kind-control-plane",
+        KIND_NODE,
+    );
     assert_eq!(status(&r), 403, "{r}");
     assert!(r.contains("container.privileged"), "{r}");
     assert!(r.contains("kind cannot run here"), "{r}");
     // Without `Privileged` the node is still refused (unconfined profiles, host module tree).
     let unprivileged = KIND_NODE.replace(r#""Privileged":true,"#, "");
     // (403 once the container rules refuse unconfined profiles; never a created container.)
-    let r = post_json(&p, "/v1.41/containers/create?name=kind-control-plane", &unprivileged);
+    let r = post_json(
+        &p,
+        "/v1.41/containers/create?name=kind-control-plane",
+        &unprivileged,
+    );
     assert_ne!(status(&r), 201, "{r}");
 }
 

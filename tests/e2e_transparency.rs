@@ -19,14 +19,20 @@ fn engines() -> Vec<(&'static str, &'static str)> {
     if Path::new(ENGINE26).exists() {
         v.push(("26.1", ENGINE26));
     } else {
-        assert!(!common::engine_required("26.1"), "Engine 26.1 is required (DW_ENGINES_REQUIRED) but {ENGINE26} does not exist");
+        assert!(
+            !common::engine_required("26.1"),
+            "Engine 26.1 is required (DW_ENGINES_REQUIRED) but {ENGINE26} does not exist"
+        );
         eprintln!("skipped: Engine 26.1: {ENGINE26} does not exist");
     }
     v
 }
 
 fn have_docker_py() -> bool {
-    let ok = Command::new(PY).args(["-c", "import docker"]).status().is_ok_and(|s| s.success());
+    let ok = Command::new(PY)
+        .args(["-c", "import docker"])
+        .status()
+        .is_ok_and(|s| s.success());
     if !ok {
         eprintln!("skipped: python3-docker is not installed (CI installs Debian's package)");
     }
@@ -34,13 +40,25 @@ fn have_docker_py() -> bool {
 }
 
 fn py(host: &str, args: &[&str]) -> Value {
-    let o = Command::new(PY).arg(SCRIPT).arg(host).args(args).output().expect("python3");
-    assert!(o.status.success(), "transparency.py {args:?}: {}", stderr(&o));
+    let o = Command::new(PY)
+        .arg(SCRIPT)
+        .arg(host)
+        .args(args)
+        .output()
+        .expect("python3");
+    assert!(
+        o.status.success(),
+        "transparency.py {args:?}: {}",
+        stderr(&o)
+    );
     serde_json::from_str(stdout(&o).trim()).expect("json from transparency.py")
 }
 
 fn tempdir() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::Builder::new().prefix("dwtr").tempdir_in("/tmp").expect("tempdir");
+    let dir = tempfile::Builder::new()
+        .prefix("dwtr")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
     let ws = dir.path().canonicalize().expect("canonical").join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
     (dir, ws)
@@ -55,10 +73,23 @@ fn proxy(upstream: &str, extra: &[&str]) -> Proxy {
 
 /// Status line and `message` of a raw response.
 fn status_and_message(resp: &str) -> (String, String) {
-    let status = resp.lines().next().unwrap_or("").split(' ').nth(1).unwrap_or("").to_owned();
+    let status = resp
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split(' ')
+        .nth(1)
+        .unwrap_or("")
+        .to_owned();
     let body = resp.split("\r\n\r\n").nth(1).unwrap_or("");
-    let json = body.lines().find(|l| l.trim_start().starts_with('{')).unwrap_or("{}");
-    let msg = serde_json::from_str::<Value>(json).ok().and_then(|v| v["message"].as_str().map(str::to_owned)).unwrap_or_default();
+    let json = body
+        .lines()
+        .find(|l| l.trim_start().starts_with('{'))
+        .unwrap_or("{}");
+    let msg = serde_json::from_str::<Value>(json)
+        .ok()
+        .and_then(|v| v["message"].as_str().map(str::to_owned))
+        .unwrap_or_default();
     (status, msg)
 }
 
@@ -72,10 +103,20 @@ fn leave_swarm_force_returns_as_it_does_direct_on_both_engines() {
         let direct = py(&format!("unix://{sock}"), &["leave"]);
         let through = py(&p.docker_host(), &["leave"]);
         assert_eq!(direct, serde_json::json!({"ok": true}), "{name} direct");
-        assert_eq!(through, direct, "{name}: leave_swarm(force=True) through the proxy");
+        assert_eq!(
+            through, direct,
+            "{name}: leave_swarm(force=True) through the proxy"
+        );
         // The raw answers of leave and of read-only inspects are the daemon's own 503s.
-        for req in ["POST /v1.41/swarm/leave?force=1", "GET /v1.41/swarm", "GET /v1.41/nodes", "GET /v1.41/secrets"] {
-            let bytes = format!("{req} HTTP/1.1\r\nHost: d\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        for req in [
+            "POST /v1.41/swarm/leave?force=1",
+            "GET /v1.41/swarm",
+            "GET /v1.41/nodes",
+            "GET /v1.41/secrets",
+        ] {
+            let bytes = format!(
+                "{req} HTTP/1.1\r\nHost: d\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
             let d = status_and_message(&common::raw(Path::new(sock), bytes.as_bytes()));
             let t = status_and_message(&p.raw(bytes.as_bytes()));
             assert_eq!(d.0, "503", "{name} {req} direct: {d:?}");
@@ -90,7 +131,10 @@ fn leave_swarm_force_returns_as_it_does_direct_on_both_engines() {
 
 /// Whether `ip -4 route` of the current (host) namespace has a route for `subnet`.
 fn host_route_for(subnet: &str) -> bool {
-    let o = Command::new("ip").args(["-4", "route"]).output().expect("ip route");
+    let o = Command::new("ip")
+        .args(["-4", "route"])
+        .output()
+        .expect("ip route");
     stdout(&o).lines().any(|l| l.starts_with(subnet))
 }
 
@@ -100,7 +144,10 @@ fn network_created_without_subnet_is_joinable_when_the_daemon_is_in_another_netn
         return;
     }
     if !Path::new(ENGINE26).exists() || !Path::new("/run/netns/docker26").exists() {
-        assert!(!common::engine_required("26.1"), "Engine 26.1 is required (DW_ENGINES_REQUIRED) but is not running in /run/netns/docker26");
+        assert!(
+            !common::engine_required("26.1"),
+            "Engine 26.1 is required (DW_ENGINES_REQUIRED) but is not running in /run/netns/docker26"
+        );
         eprintln!("skipped: the 26.1 engine in /run/netns/docker26 is not running");
         return;
     }
@@ -108,7 +155,10 @@ fn network_created_without_subnet_is_joinable_when_the_daemon_is_in_another_netn
     let host = p.docker_host();
     let net = unique("netns");
     let created = py(&host, &["network-create", &net]);
-    assert!(created.get("ok").is_some(), "network create through the proxy: {created}");
+    assert!(
+        created.get("ok").is_some(),
+        "network create through the proxy: {created}"
+    );
     let subnet = created["subnet"].as_str().expect("subnet").to_owned();
     // Make the proxy's own namespace hold a route over that subnet, as the host's engine does
     // when its pools overlap: the daemon's namespace (the one that counts) does not.
@@ -117,18 +167,26 @@ fn network_created_without_subnet_is_joinable_when_the_daemon_is_in_another_netn
     if shadowed {
         ok(daemon(&["network", "create", "--subnet", &subnet, &shadow]));
     }
-    assert!(host_route_for(&subnet), "the proxy's namespace has a route over {subnet}");
+    assert!(
+        host_route_for(&subnet),
+        "the proxy's namespace has a route over {subnet}"
+    );
     let joined = py(&host, &["join", &net, IMAGE]);
     if shadowed {
         let _ = daemon(&["network", "rm", &shadow]);
     }
     let removed = py(&host, &["network-rm", &net]);
-    assert_eq!(joined, serde_json::json!({"ok": 0}), "joining {net} ({subnet}) through the proxy");
+    assert_eq!(
+        joined,
+        serde_json::json!({"ok": 0}),
+        "joining {net} ({subnet}) through the proxy"
+    );
     assert!(removed.get("ok").is_some(), "{removed}");
 }
 
 fn policy_file(dir: &Path, profile: &str) -> String {
-    let text = dockwarden::policy::config::DEFAULT_POLICY.replace("profile = \"default\"", &format!("profile = \"{profile}\""));
+    let text = dockwarden::policy::config::DEFAULT_POLICY
+        .replace("profile = \"default\"", &format!("profile = \"{profile}\""));
     let path = dir.join(format!("{profile}.toml"));
     std::fs::write(&path, text).expect("policy file");
     path.to_str().expect("utf8").to_owned()
@@ -143,25 +201,64 @@ fn prune_containers_and_images_work_only_under_the_private_daemon_profile(e: &co
     let d = PrivateDaemon::start_on(e, "prune");
     let sock = d.socket.to_str().expect("utf8").to_owned();
     let cid = ok(d.cli(&["create", IMAGE, "true"]));
-    let img = ok(d.cli(&["commit", &cid])).trim_start_matches("sha256:").to_owned();
-    let files = tempfile::Builder::new().prefix("dwtrpol").tempdir_in("/tmp").expect("tempdir");
+    let img = ok(d.cli(&["commit", &cid]))
+        .trim_start_matches("sha256:")
+        .to_owned();
+    let files = tempfile::Builder::new()
+        .prefix("dwtrpol")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
 
     let strict = proxy(&sock, &["--policy", &policy_file(files.path(), "default")]);
     let out = py(&strict.docker_host(), &["prune"]);
     for what in ["containers", "images"] {
-        assert_eq!(out[what]["status"], 403, "default profile, prune {what}: {out}");
-        assert!(out[what]["message"].as_str().unwrap_or("").contains("rule system.prune"), "{out}");
+        assert_eq!(
+            out[what]["status"], 403,
+            "default profile, prune {what}: {out}"
+        );
+        assert!(
+            out[what]["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("rule system.prune"),
+            "{out}"
+        );
     }
-    assert!(stdout(&d.cli(&["ps", "-aq", "--no-trunc"])).contains(&cid), "nothing was pruned");
+    assert!(
+        stdout(&d.cli(&["ps", "-aq", "--no-trunc"])).contains(&cid),
+        "nothing was pruned"
+    );
 
-    let private = proxy(&sock, &["--policy", &policy_file(files.path(), "private-daemon")]);
+    let private = proxy(
+        &sock,
+        &["--policy", &policy_file(files.path(), "private-daemon")],
+    );
     let out = py(&private.docker_host(), &["prune"]);
-    let deleted = out["containers"]["ok"]["ContainersDeleted"].as_array().cloned().unwrap_or_default();
-    assert!(deleted.iter().any(|c| c == cid.as_str()), "private-daemon profile, prune containers: {out}");
-    let images = out["images"]["ok"]["ImagesDeleted"].as_array().cloned().unwrap_or_default();
-    assert!(images.iter().any(|i| i["Deleted"].as_str().is_some_and(|x| x.contains(&img))), "prune images: {out}");
+    let deleted = out["containers"]["ok"]["ContainersDeleted"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        deleted.iter().any(|c| c == cid.as_str()),
+        "private-daemon profile, prune containers: {out}"
+    );
+    let images = out["images"]["ok"]["ImagesDeleted"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        images
+            .iter()
+            .any(|i| i["Deleted"].as_str().is_some_and(|x| x.contains(&img))),
+        "prune images: {out}"
+    );
     assert!(!stdout(&d.cli(&["ps", "-aq", "--no-trunc"])).contains(&cid));
-    eprintln!("engine {}: pruned {} container(s) and {} image record(s) under the private-daemon profile", e.name, deleted.len(), images.len());
+    eprintln!(
+        "engine {}: pruned {} container(s) and {} image record(s) under the private-daemon profile",
+        e.name,
+        deleted.len(),
+        images.len()
+    );
 }
 
 common::per_engine!(prune_containers_and_images_work_only_under_the_private_daemon_profile);
@@ -170,12 +267,52 @@ common::per_engine!(prune_containers_and_images_work_only_under_the_private_daem
 fn compose_style_namespaced_sysctls_run_and_host_namespace_ones_are_refused() {
     for (name, sock) in engines() {
         let p = proxy(sock, &[]);
-        let o = p.docker(&["run", "--rm", "--sysctl", "net.ipv6.conf.all.disable_ipv6=1", "--sysctl", "kernel.shmmni=8192", IMAGE,
-            "sh", "-c", "cat /proc/sys/net/ipv6/conf/all/disable_ipv6 /proc/sys/kernel/shmmni"]);
-        assert_eq!(ok(o).split_whitespace().collect::<Vec<_>>(), ["1", "8192"], "{name}");
-        let o = p.docker(&["run", "--rm", "--network", "host", "--sysctl", "net.ipv4.ip_forward=1", IMAGE, "true"]);
-        assert!(!o.status.success() && stderr(&o).contains("rule container.sysctl"), "{name}: {}", stderr(&o));
-        let o = p.docker(&["run", "--rm", "--ipc", "host", "--sysctl", "kernel.shmmax=1", IMAGE, "true"]);
-        assert!(!o.status.success() && stderr(&o).contains("rule container.sysctl"), "{name}: {}", stderr(&o));
+        let o = p.docker(&[
+            "run",
+            "--rm",
+            "--sysctl",
+            "net.ipv6.conf.all.disable_ipv6=1",
+            "--sysctl",
+            "kernel.shmmni=8192",
+            IMAGE,
+            "sh",
+            "-c",
+            "cat /proc/sys/net/ipv6/conf/all/disable_ipv6 /proc/sys/kernel/shmmni",
+        ]);
+        assert_eq!(
+            ok(o).split_whitespace().collect::<Vec<_>>(),
+            ["1", "8192"],
+            "{name}"
+        );
+        let o = p.docker(&[
+            "run",
+            "--rm",
+            "--network",
+            "host",
+            "--sysctl",
+            "net.ipv4.ip_forward=1",
+            IMAGE,
+            "true",
+        ]);
+        assert!(
+            !o.status.success() && stderr(&o).contains("rule container.sysctl"),
+            "{name}: {}",
+            stderr(&o)
+        );
+        let o = p.docker(&[
+            "run",
+            "--rm",
+            "--ipc",
+            "host",
+            "--sysctl",
+            "kernel.shmmax=1",
+            IMAGE,
+            "true",
+        ]);
+        assert!(
+            !o.status.success() && stderr(&o).contains("rule container.sysctl"),
+            "{name}: {}",
+            stderr(&o)
+        );
     }
 }

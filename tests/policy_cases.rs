@@ -18,7 +18,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use dockwarden::api::{json, path::CanonicalPath, query::Query, route};
-use dockwarden::policy::facts::{ContainerFact, Environment, HostPathFact, HostRoute, ImageFact, NetworkFact, VolumeFact};
+use dockwarden::policy::facts::{
+    ContainerFact, Environment, HostPathFact, HostRoute, ImageFact, NetworkFact, VolumeFact,
+};
 use dockwarden::policy::{self, Effect, FactQuery, Facts, Policy, Request, Verdict};
 use serde_json::Value;
 
@@ -35,19 +37,31 @@ fn layout(fs: Option<&Value>) -> Ws {
     let ws = root.join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
     std::fs::create_dir_all(root.join("ws-evil/data")).expect("ws-evil");
-    let list = |k: &str| fs.and_then(|f| f.get(k)).and_then(Value::as_array).cloned().unwrap_or_default();
+    let list = |k: &str| {
+        fs.and_then(|f| f.get(k))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
     for d in list("dirs") {
         std::fs::create_dir_all(ws.join(d.as_str().expect("dir"))).expect("mkdir");
     }
     for f in list("files") {
         std::fs::write(ws.join(f.as_str().expect("file")), b"x").expect("write");
     }
-    if let Some(links) = fs.and_then(|f| f.get("symlinks")).and_then(Value::as_object) {
+    if let Some(links) = fs
+        .and_then(|f| f.get("symlinks"))
+        .and_then(Value::as_object)
+    {
         for (name, target) in links {
-            std::os::unix::fs::symlink(target.as_str().expect("target"), ws.join(name)).expect("symlink");
+            std::os::unix::fs::symlink(target.as_str().expect("target"), ws.join(name))
+                .expect("symlink");
         }
     }
-    Ws { ws: ws.to_str().expect("utf8").to_owned(), _dir: dir }
+    Ws {
+        ws: ws.to_str().expect("utf8").to_owned(),
+        _dir: dir,
+    }
 }
 
 fn subst(s: &str, ws: &Ws) -> String {
@@ -75,7 +89,11 @@ fn host_route(v: &Value) -> HostRoute {
     let s = v.as_str().expect("route string");
     let (cidr, iface) = s.split_once(' ').expect("`<cidr> <iface>`");
     let (net, prefix) = cidr.split_once('/').expect("cidr");
-    HostRoute { network: net.parse().expect("ipv4"), prefix: prefix.parse().expect("prefix"), iface: iface.to_owned() }
+    HostRoute {
+        network: net.parse().expect("ipv4"),
+        prefix: prefix.parse().expect("prefix"),
+        iface: iface.to_owned(),
+    }
 }
 
 fn to_json(v: &Value) -> json::Json {
@@ -84,7 +102,11 @@ fn to_json(v: &Value) -> json::Json {
 
 fn str_pairs(v: Option<&Value>) -> Vec<(String, String)> {
     v.and_then(Value::as_object)
-        .map(|o| o.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_owned())).collect())
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_owned()))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -93,7 +115,10 @@ fn case_facts(f: &Value, ws: &Ws) -> Facts {
         workspace: ws.ws.clone(),
         proxy_socket: PROXY.into(),
         daemon_sockets: vec!["/var/run/docker.sock".into(), "/run/docker.sock".into()],
-        cgroup_parent: f.get("cgroup_parent").and_then(Value::as_str).map(str::to_owned),
+        cgroup_parent: f
+            .get("cgroup_parent")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
         memory_budget: f.get("memory_budget").and_then(Value::as_u64),
         pids_budget: f.get("pids_budget").and_then(Value::as_u64),
         pin_dir: "/pins".into(),
@@ -103,10 +128,25 @@ fn case_facts(f: &Value, ws: &Ws) -> Facts {
         Some(v) => Some(v.as_u64().expect("container_count")),
         None => Some(1),
     };
-    let mut facts = Facts { env: env.into(), container_count: count, ..Facts::default() };
-    facts.swarm_state = f.get("swarm_state").and_then(Value::as_str).map(str::to_owned);
-    facts.host_routes = f.get("host_routes").and_then(Value::as_array).map(|a| a.iter().map(host_route).collect());
-    for (r, v) in f.get("networks").and_then(Value::as_object).cloned().unwrap_or_default() {
+    let mut facts = Facts {
+        env: env.into(),
+        container_count: count,
+        ..Facts::default()
+    };
+    facts.swarm_state = f
+        .get("swarm_state")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    facts.host_routes = f
+        .get("host_routes")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().map(host_route).collect());
+    for (r, v) in f
+        .get("networks")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
+    {
         let n = (!v.is_null()).then(|| NetworkFact {
             id: v["Id"].as_str().unwrap_or("").to_owned(),
             name: v["Name"].as_str().unwrap_or("").to_owned(),
@@ -116,17 +156,34 @@ fn case_facts(f: &Value, ws: &Ws) -> Facts {
         });
         facts.networks.insert(r, n);
     }
-    let obj = |k: &str| f.get(k).and_then(Value::as_object).cloned().unwrap_or_default();
+    let obj = |k: &str| {
+        f.get(k)
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    };
     for (p, v) in obj("host_paths") {
-        facts.host_paths.insert(p, host_path_fact(v.as_str().expect("host path fact")));
+        facts
+            .host_paths
+            .insert(p, host_path_fact(v.as_str().expect("host path fact")));
     }
     for (r, v) in obj("containers") {
         let c = (!v.is_null()).then(|| ContainerFact {
             id: v["id"].as_str().unwrap_or("").to_owned(),
             host_config: to_json(&v["host_config"]),
             labels: Vec::new(),
-            created_here: v.get("created_here").and_then(Value::as_bool).unwrap_or(true),
-            volumes: v["volumes"].as_array().map(|a| a.iter().filter_map(|n| n.as_str().map(str::to_owned)).collect()).unwrap_or_default(),
+            created_here: v
+                .get("created_here")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+            volumes: v["volumes"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|n| n.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default(),
         });
         facts.containers.insert(r, c);
     }
@@ -134,7 +191,12 @@ fn case_facts(f: &Value, ws: &Ws) -> Facts {
         facts.execs.insert(r, v.as_str().map(str::to_owned));
     }
     for (r, v) in obj("images") {
-        let img = v.as_array().map(|a| ImageFact { exposed_ports: a.iter().filter_map(|p| p.as_str().map(str::to_owned)).collect() });
+        let img = v.as_array().map(|a| ImageFact {
+            exposed_ports: a
+                .iter()
+                .filter_map(|p| p.as_str().map(str::to_owned))
+                .collect(),
+        });
         facts.images.insert(r, img);
     }
     for (r, v) in obj("volumes") {
@@ -151,8 +213,12 @@ fn case_facts(f: &Value, ws: &Ws) -> Facts {
 /// Every key of `want` is in `got` with a matching value; arrays match element-wise.
 fn contains(got: &Value, want: &Value) -> bool {
     match (got, want) {
-        (Value::Object(g), Value::Object(w)) => w.iter().all(|(k, wv)| g.get(k).is_some_and(|gv| contains(gv, wv))),
-        (Value::Array(g), Value::Array(w)) => g.len() == w.len() && g.iter().zip(w).all(|(a, b)| contains(a, b)),
+        (Value::Object(g), Value::Object(w)) => w
+            .iter()
+            .all(|(k, wv)| g.get(k).is_some_and(|gv| contains(gv, wv))),
+        (Value::Array(g), Value::Array(w)) => {
+            g.len() == w.len() && g.iter().zip(w).all(|(a, b)| contains(a, b))
+        }
         _ => got == want,
     }
 }
@@ -160,16 +226,28 @@ fn contains(got: &Value, want: &Value) -> bool {
 fn build_request(case: &Value, ws: &Ws) -> Result<Request, policy::Denial> {
     let method = case["method"].as_str().unwrap_or("POST");
     let full = case["path"].as_str().expect("path");
-    let (path, q) = full.split_once('?').map_or((full, None), |(p, q)| (p, Some(q)));
+    let (path, q) = full
+        .split_once('?')
+        .map_or((full, None), |(p, q)| (p, Some(q)));
     let route = route::classify(method, &CanonicalPath::parse(path).expect("canonical path"));
     let raw = match (case.get("body_raw"), case.get("body")) {
         (Some(Value::String(s)), _) => subst(s, ws),
         (_, Some(b)) => subst(&b.to_string(), ws),
         _ => String::new(),
     };
-    let body = if raw.trim().is_empty() { None } else { Some(json::parse(raw.as_bytes())?) };
+    let body = if raw.trim().is_empty() {
+        None
+    } else {
+        Some(json::parse(raw.as_bytes())?)
+    };
     let query = Query::parse(q).expect("query");
-    Ok(Request { method: method.into(), route, query, body, has_body: !raw.is_empty() })
+    Ok(Request {
+        method: method.into(),
+        route,
+        query,
+        body,
+        has_body: !raw.is_empty(),
+    })
 }
 
 fn run_case(case: &Value, pol: &Policy) -> Result<(), String> {
@@ -200,7 +278,10 @@ fn gather_host_paths(qs: &[FactQuery], ws: &Ws, facts: &mut Facts) {
     let sockets = [facts.env.daemon_sockets.clone(), vec![PROXY.to_owned()]].concat();
     for q in qs {
         if let FactQuery::HostPath(p) = q {
-            let fact = facts.host_paths.entry(p.clone()).or_insert_with(|| dockwarden::hostfs::resolve(Path::new(&ws.ws), p, &sockets));
+            let fact = facts
+                .host_paths
+                .entry(p.clone())
+                .or_insert_with(|| dockwarden::hostfs::resolve(Path::new(&ws.ws), p, &sockets));
             // The proxy pins every source it resolves inside (`hostfs::pins`); `/pins<path>`
             // stands in for the pin here.
             if matches!(fact, HostPathFact::Inside { .. }) {
@@ -214,37 +295,82 @@ fn gather_host_paths(qs: &[FactQuery], ws: &Ws, facts: &mut Facts) {
 /// gather them and the case would prove nothing.
 fn check_facts_requested(qs: &[FactQuery], f: &Facts) -> Result<(), String> {
     let asked = |q: FactQuery| qs.contains(&q);
-    let stray: Vec<String> = f.containers.keys().filter(|k| !asked(FactQuery::Container((*k).clone())))
-        .chain(f.images.keys().filter(|k| !asked(FactQuery::Image((*k).clone()))))
-        .chain(f.volumes.keys().filter(|k| !asked(FactQuery::Volume((*k).clone()))))
-        .chain(f.host_paths.keys().filter(|k| !asked(FactQuery::HostPath((*k).clone()))))
-        .chain(f.networks.keys().filter(|k| !asked(FactQuery::Network((*k).clone()))))
-        .chain(f.execs.keys().filter(|k| !asked(FactQuery::Exec((*k).clone()))))
+    let stray: Vec<String> = f
+        .containers
+        .keys()
+        .filter(|k| !asked(FactQuery::Container((*k).clone())))
+        .chain(
+            f.images
+                .keys()
+                .filter(|k| !asked(FactQuery::Image((*k).clone()))),
+        )
+        .chain(
+            f.volumes
+                .keys()
+                .filter(|k| !asked(FactQuery::Volume((*k).clone()))),
+        )
+        .chain(
+            f.host_paths
+                .keys()
+                .filter(|k| !asked(FactQuery::HostPath((*k).clone()))),
+        )
+        .chain(
+            f.networks
+                .keys()
+                .filter(|k| !asked(FactQuery::Network((*k).clone()))),
+        )
+        .chain(
+            f.execs
+                .keys()
+                .filter(|k| !asked(FactQuery::Exec((*k).clone()))),
+        )
         .cloned()
         .collect();
     if f.swarm_state.is_some() && !asked(FactQuery::SwarmState) {
-        return Err(format!("swarm state supplied but never requested (needs: {qs:?})"));
+        return Err(format!(
+            "swarm state supplied but never requested (needs: {qs:?})"
+        ));
     }
     if f.host_routes.is_some() && !asked(FactQuery::HostRoutes) {
-        return Err(format!("host routes supplied but never requested (needs: {qs:?})"));
+        return Err(format!(
+            "host routes supplied but never requested (needs: {qs:?})"
+        ));
     }
-    if stray.is_empty() { Ok(()) } else { Err(format!("facts supplied but never requested: {stray:?} (needs: {qs:?})")) }
+    if stray.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "facts supplied but never requested: {stray:?} (needs: {qs:?})"
+        ))
+    }
 }
 
 fn judge(case: &Value, verdict: &Verdict, ws: &Ws) -> Result<(), String> {
     let expect = case["expect"].as_str().expect("expect");
-    let rules: Vec<&str> = case["rules"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let rules: Vec<&str> = case["rules"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
     match (expect, verdict) {
         ("deny", Verdict::Deny(d)) => {
             if rules != [d.rule] {
-                return Err(format!("denied by `{}` ({}), expected {rules:?}", d.rule, d.message));
+                return Err(format!(
+                    "denied by `{}` ({}), expected {rules:?}",
+                    d.rule, d.message
+                ));
             }
             let msg = d.client_message();
-            if !msg.contains(&format!("(rule {})", d.rule)) || sentence_case(&d.message) || d.message.ends_with('.') {
+            if !msg.contains(&format!("(rule {})", d.rule))
+                || sentence_case(&d.message)
+                || d.message.ends_with('.')
+            {
                 return Err(format!("badly formed message: {msg}"));
             }
             // A refusal names one rule: no second rule id inside the message.
-            if dockwarden::policy::catalogue::all().iter().any(|r| d.message.contains(&format!("`{}`", r.id)) || d.message.contains(&format!("({})", r.id))) {
+            if dockwarden::policy::catalogue::all().iter().any(|r| {
+                d.message.contains(&format!("`{}`", r.id))
+                    || d.message.contains(&format!("({})", r.id))
+            }) {
                 return Err(format!("message names a second rule: {msg}"));
             }
             Ok(())
@@ -253,15 +379,25 @@ fn judge(case: &Value, verdict: &Verdict, ws: &Ws) -> Result<(), String> {
             let ids = verdict.rule_ids();
             let rewrites: Vec<&str> = p.rewrites().iter().map(|r| r.rule).collect();
             for r in &rules {
-                let present = if expect == "rewrite" { rewrites.contains(r) } else { ids.contains(r) };
+                let present = if expect == "rewrite" {
+                    rewrites.contains(r)
+                } else {
+                    ids.contains(r)
+                };
                 if !present {
                     return Err(format!("rule `{r}` missing from {ids:?}"));
                 }
             }
             check_forwarded(case, p, ws)
         }
-        (_, Verdict::Deny(d)) => Err(format!("expected {expect}, denied by `{}`: {}", d.rule, d.message)),
-        (_, Verdict::Allow(p)) => Err(format!("expected {expect}, allowed with rewrites {:?}", p.rewrites())),
+        (_, Verdict::Deny(d)) => Err(format!(
+            "expected {expect}, denied by `{}`: {}",
+            d.rule, d.message
+        )),
+        (_, Verdict::Allow(p)) => Err(format!(
+            "expected {expect}, allowed with rewrites {:?}",
+            p.rewrites()
+        )),
     }
 }
 
@@ -274,11 +410,18 @@ fn sentence_case(m: &str) -> bool {
 fn check_forwarded(case: &Value, p: &policy::Permitted, ws: &Ws) -> Result<(), String> {
     if let Some(want) = case.get("forwarded") {
         let want = subst_value(want, ws);
-        let got: Value = p.body().map(|b| serde_json::from_slice(&b.to_bytes()).expect("json")).unwrap_or(Value::Null);
+        let got: Value = p
+            .body()
+            .map(|b| serde_json::from_slice(&b.to_bytes()).expect("json"))
+            .unwrap_or(Value::Null);
         if !contains(&got, &want) {
-            return Err(format!("forwarded body\n  {got}\ndoes not contain\n  {want}"));
+            return Err(format!(
+                "forwarded body\n  {got}\ndoes not contain\n  {want}"
+            ));
         }
-        if case.get("no_extra_hosts") == Some(&Value::Bool(true)) && !got["HostConfig"]["ExtraHosts"].is_null() {
+        if case.get("no_extra_hosts") == Some(&Value::Bool(true))
+            && !got["HostConfig"]["ExtraHosts"].is_null()
+        {
             return Err(format!("forwarded body has ExtraHosts: {got}"));
         }
     }
@@ -291,8 +434,16 @@ fn check_forwarded(case: &Value, p: &policy::Permitted, ws: &Ws) -> Result<(), S
         }
     }
     if let Some(pins) = case.get("pins").and_then(Value::as_array) {
-        let want: Vec<String> = pins.iter().filter_map(Value::as_str).map(|s| subst(s, ws)).collect();
-        let got: Vec<String> = p.effects().iter().map(|Effect::PinBindSource { host_path }| host_path.clone()).collect();
+        let want: Vec<String> = pins
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|s| subst(s, ws))
+            .collect();
+        let got: Vec<String> = p
+            .effects()
+            .iter()
+            .map(|Effect::PinBindSource { host_path }| host_path.clone())
+            .collect();
         if got != want {
             return Err(format!("pinned {got:?}, expected {want:?}"));
         }
@@ -304,18 +455,34 @@ fn check_forwarded(case: &Value, p: &policy::Permitted, ws: &Ws) -> Result<(), S
 fn policy_cases() {
     let pol = Policy::default_policy();
     // `"profile": "private-daemon"` runs a case under that profile.
-    let private_text = policy::config::DEFAULT_POLICY.replace("profile = \"default\"", "profile = \"private-daemon\"");
+    let private_text = policy::config::DEFAULT_POLICY
+        .replace("profile = \"default\"", "profile = \"private-daemon\"");
     let private = Policy::from_toml(&private_text).expect("private-daemon policy");
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/policy_cases");
-    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("cases dir").map(|e| e.expect("entry").path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("cases dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
     files.sort();
     let (mut n, mut failures) = (0, BTreeMap::new());
-    for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "json")) {
-        let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(f).expect("read")).expect("case file parses");
+    for f in files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "json"))
+    {
+        let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(f).expect("read"))
+            .expect("case file parses");
         for case in &cases {
             n += 1;
-            let name = format!("{}: {}", f.file_name().and_then(|s| s.to_str()).unwrap_or("?"), case["description"].as_str().unwrap_or("?"));
-            let p = if case["profile"] == "private-daemon" { &private } else { &pol };
+            let name = format!(
+                "{}: {}",
+                f.file_name().and_then(|s| s.to_str()).unwrap_or("?"),
+                case["description"].as_str().unwrap_or("?")
+            );
+            let p = if case["profile"] == "private-daemon" {
+                &private
+            } else {
+                &pol
+            };
             if let Err(e) = run_case(case, p) {
                 failures.insert(name, e);
             }
@@ -324,7 +491,11 @@ fn policy_cases() {
     for (name, e) in &failures {
         eprintln!("FAIL {name}\n     {e}");
     }
-    assert!(failures.is_empty(), "{} of {n} policy cases failed", failures.len());
+    assert!(
+        failures.is_empty(),
+        "{} of {n} policy cases failed",
+        failures.len()
+    );
     assert!(n > 50, "only {n} cases found");
 }
 
@@ -336,12 +507,22 @@ fn top_level_variant(case: &Value, with_null: bool) -> Option<Value> {
         return None;
     }
     // Cases about the top-level form itself (a top-level setting next to `HostConfig`).
-    if case["rules"].as_array().is_some_and(|r| r.iter().any(|r| r == "container.legacy_hostconfig")) {
+    if case["rules"]
+        .as_array()
+        .is_some_and(|r| r.iter().any(|r| r == "container.legacy_hostconfig"))
+    {
         return None;
     }
     let body = case.get("body")?.as_object()?;
-    let hc = body.get("HostConfig")?.as_object().filter(|hc| !hc.is_empty())?;
-    let mut top: serde_json::Map<String, Value> = body.iter().filter(|(k, _)| *k != "HostConfig").map(|(k, v)| (k.clone(), v.clone())).collect();
+    let hc = body
+        .get("HostConfig")?
+        .as_object()
+        .filter(|hc| !hc.is_empty())?;
+    let mut top: serde_json::Map<String, Value> = body
+        .iter()
+        .filter(|(k, _)| *k != "HostConfig")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     for (k, v) in hc {
         if top.keys().any(|t| t.eq_ignore_ascii_case(k)) {
             return None;
@@ -364,20 +545,40 @@ fn top_level_variant(case: &Value, with_null: bool) -> Option<Value> {
 fn top_level_host_settings_are_judged_like_host_config() {
     let pol = Policy::default_policy();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/policy_cases");
-    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("cases dir").map(|e| e.expect("entry").path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("cases dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
     files.sort();
     let (mut n, mut failures) = (0, BTreeMap::new());
     let mut families = std::collections::BTreeSet::new();
-    for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "json")) {
-        let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(f).expect("read")).expect("case file parses");
-        let file = f.file_name().and_then(|s| s.to_str()).unwrap_or("?").to_owned();
+    for f in files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "json"))
+    {
+        let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(f).expect("read"))
+            .expect("case file parses");
+        let file = f
+            .file_name()
+            .and_then(|s| s.to_str())
+            .unwrap_or("?")
+            .to_owned();
         for case in &cases {
             for with_null in [false, true] {
-                let Some(moved) = top_level_variant(case, with_null) else { continue };
+                let Some(moved) = top_level_variant(case, with_null) else {
+                    continue;
+                };
                 n += 1;
                 families.insert(file.clone());
-                let how = if with_null { "top level, HostConfig null" } else { "top level, no HostConfig" };
-                let name = format!("{file}: {} ({how})", case["description"].as_str().unwrap_or("?"));
+                let how = if with_null {
+                    "top level, HostConfig null"
+                } else {
+                    "top level, no HostConfig"
+                };
+                let name = format!(
+                    "{file}: {} ({how})",
+                    case["description"].as_str().unwrap_or("?")
+                );
                 if let Err(e) = run_case(&moved, &pol) {
                     failures.insert(name, e);
                 }
@@ -388,8 +589,24 @@ fn top_level_host_settings_are_judged_like_host_config() {
         eprintln!("FAIL {name}\n     {e}");
     }
     eprintln!("{n} top-level variants over the rule families {families:?}");
-    assert!(failures.is_empty(), "{} of {n} top-level variants judged differently", failures.len());
-    for family in ["hosts.json", "limits.json", "mounts.json", "namespaces.json", "network.json", "ports.json", "privilege.json", "security.json"] {
-        assert!(families.contains(family), "no create case in {family} has a HostConfig to move");
+    assert!(
+        failures.is_empty(),
+        "{} of {n} top-level variants judged differently",
+        failures.len()
+    );
+    for family in [
+        "hosts.json",
+        "limits.json",
+        "mounts.json",
+        "namespaces.json",
+        "network.json",
+        "ports.json",
+        "privilege.json",
+        "security.json",
+    ] {
+        assert!(
+            families.contains(family),
+            "no create case in {family} has a HostConfig to move"
+        );
     }
 }

@@ -25,8 +25,11 @@ fn any_json() -> impl Strategy<Value = Json> {
         any::<bool>().prop_map(Json::Bool),
         any::<i64>().prop_map(|n| Json::Number(n.into())),
         any::<u64>().prop_map(|n| Json::Number(n.into())),
-        (-1e12f64..1e12).prop_filter_map("finite", |f| serde_json::Number::from_f64(f).map(Json::Number)),
-        any::<String>().prop_filter("no NUL", |s| !s.contains('\0')).prop_map(Json::String),
+        (-1e12f64..1e12).prop_filter_map("finite", |f| serde_json::Number::from_f64(f)
+            .map(Json::Number)),
+        any::<String>()
+            .prop_filter("no NUL", |s| !s.contains('\0'))
+            .prop_map(Json::String),
         prop::sample::select(FIELD_WORDS).prop_map(|s| Json::String(s.to_owned())),
     ];
     leaf.prop_recursive(4, 48, 6, |inner| {
@@ -45,17 +48,54 @@ fn any_json() -> impl Strategy<Value = Json> {
 
 /// Field names (in random case) and values that the policy looks at.
 const FIELD_WORDS: &[&str] = &[
-    "HostConfig", "Privileged", "Binds", "CapAdd", "NetworkMode", "PidMode", "Mounts", "Devices",
-    "SecurityOpt", "PortBindings", "HostIp", "Type", "Source", "VolumeOptions", "DriverConfig",
-    "Options", "Driver", "host", "bind", "/etc", "/ws/a:/a", "container:x", "local", "0.0.0.0",
-    "ExtraHosts", "Sysctls", "Image", "Cmd", "PublishAllPorts", "ExposedPorts", "IPAM", "Config",
+    "HostConfig",
+    "Privileged",
+    "Binds",
+    "CapAdd",
+    "NetworkMode",
+    "PidMode",
+    "Mounts",
+    "Devices",
+    "SecurityOpt",
+    "PortBindings",
+    "HostIp",
+    "Type",
+    "Source",
+    "VolumeOptions",
+    "DriverConfig",
+    "Options",
+    "Driver",
+    "host",
+    "bind",
+    "/etc",
+    "/ws/a:/a",
+    "container:x",
+    "local",
+    "0.0.0.0",
+    "ExtraHosts",
+    "Sysctls",
+    "Image",
+    "Cmd",
+    "PublishAllPorts",
+    "ExposedPorts",
+    "IPAM",
+    "Config",
 ];
 
 fn key() -> impl Strategy<Value = String> {
     prop_oneof![
         prop::sample::select(FIELD_WORDS).prop_flat_map(|w| {
             prop::collection::vec(any::<bool>(), w.len()).prop_map(move |up| {
-                w.chars().zip(up).map(|(c, u)| if u { c.to_ascii_uppercase() } else { c.to_ascii_lowercase() }).collect()
+                w.chars()
+                    .zip(up)
+                    .map(|(c, u)| {
+                        if u {
+                            c.to_ascii_uppercase()
+                        } else {
+                            c.to_ascii_lowercase()
+                        }
+                    })
+                    .collect()
             })
         }),
         "[a-zA-Z0-9_./é☃-]{1,8}",
@@ -123,7 +163,15 @@ fn exercise(j: &Json) {
     match j {
         Json::Object(o) => {
             for (k, v) in o.entries() {
-                let _ = (o.bool(k), o.str(k), o.int(k), o.object(k), o.str_list(k), o.object_list(k), o.str_map(k));
+                let _ = (
+                    o.bool(k),
+                    o.str(k),
+                    o.int(k),
+                    o.object(k),
+                    o.str_list(k),
+                    o.object_list(k),
+                    o.str_map(k),
+                );
                 exercise(v);
             }
         }
@@ -133,15 +181,63 @@ fn exercise(j: &Json) {
 }
 
 const JSON_BITS: &[&str] = &[
-    "{", "}", "[", "]", ",", ":", "\"", "null", "true", "1", "-0", "1e999", "\"HostConfig\"",
-    "\"privileged\"", "\"Binds\"", "\"\\u0050\"", "\"\\u017f\"", "\"\\ud800\"", "\"\\u0000\"", "\"a\"",
-    " ", "\u{17f}", "\u{fffd}", "\\", "{\"Privileged\":true}", "[\"/etc:/x\"]",
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    ":",
+    "\"",
+    "null",
+    "true",
+    "1",
+    "-0",
+    "1e999",
+    "\"HostConfig\"",
+    "\"privileged\"",
+    "\"Binds\"",
+    "\"\\u0050\"",
+    "\"\\u017f\"",
+    "\"\\ud800\"",
+    "\"\\u0000\"",
+    "\"a\"",
+    " ",
+    "\u{17f}",
+    "\u{fffd}",
+    "\\",
+    "{\"Privileged\":true}",
+    "[\"/etc:/x\"]",
 ];
 
 const SEGMENTS: &[&str] = &[
-    "containers", "create", "json", "exec", "start", "images", "networks", "volumes", "plugins",
-    "_ping", "info", "x", "web", "checkpoints", "archive", "attach", "ws", "build", "swarm",
-    "services", "debug", "grpc", "session", "connect", "prune", "distribution", "tag", "events",
+    "containers",
+    "create",
+    "json",
+    "exec",
+    "start",
+    "images",
+    "networks",
+    "volumes",
+    "plugins",
+    "_ping",
+    "info",
+    "x",
+    "web",
+    "checkpoints",
+    "archive",
+    "attach",
+    "ws",
+    "build",
+    "swarm",
+    "services",
+    "debug",
+    "grpc",
+    "session",
+    "connect",
+    "prune",
+    "distribution",
+    "tag",
+    "events",
 ];
 
 const BODY_PATHS: &[&str] = &[
@@ -172,7 +268,11 @@ fn facts_for(queries: &[FactQuery]) -> Facts {
         match q {
             FactQuery::HostPath(p) => {
                 let inside = p == WORKSPACE || p.starts_with(&format!("{WORKSPACE}/"));
-                let fact = if inside { HostPathFact::Inside { is_dir: true } } else { HostPathFact::Outside };
+                let fact = if inside {
+                    HostPathFact::Inside { is_dir: true }
+                } else {
+                    HostPathFact::Outside
+                };
                 f.host_paths.insert(p.clone(), fact);
                 // The proxy pins every source it resolves inside; `/pins<path>` stands in.
                 if inside {
@@ -183,7 +283,12 @@ fn facts_for(queries: &[FactQuery]) -> Facts {
             FactQuery::Exec(e) => drop(f.execs.insert(e.clone(), None)),
             FactQuery::Network(n) => drop(f.networks.insert(n.clone(), None)),
             FactQuery::Volume(v) => drop(f.volumes.insert(v.clone(), None)),
-            FactQuery::Image(i) => drop(f.images.insert(i.clone(), Some(ImageFact { exposed_ports: vec![] }))),
+            FactQuery::Image(i) => drop(f.images.insert(
+                i.clone(),
+                Some(ImageFact {
+                    exposed_ports: vec![],
+                }),
+            )),
             FactQuery::ContainerCount => f.container_count = Some(0),
             FactQuery::HostRoutes => f.host_routes = Some(Vec::new()),
             FactQuery::SwarmState => f.swarm_state = Some("inactive".into()),
@@ -197,7 +302,13 @@ fn verdict(path: &str, body: Option<Json>) -> Verdict {
     let policy = Policy::default_policy();
     let p = CanonicalPath::parse(path).expect("test paths are canonical");
     let has_body = body.is_some();
-    let req = Request { method: "POST".into(), route: classify("POST", &p), query: Query::default(), body, has_body };
+    let req = Request {
+        method: "POST".into(),
+        route: classify("POST", &p),
+        query: Query::default(),
+        body,
+        has_body,
+    };
     match policy::needs(&req, &policy) {
         Err(d) => Verdict::Deny(d),
         Ok(q) => policy::decide(&req, &facts_for(&q), &policy),

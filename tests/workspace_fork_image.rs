@@ -240,7 +240,13 @@ fn raw_owners(image: &Path) -> HashSet<u32> {
         .unwrap();
     assert!(ok.success(), "mount {}", image.display());
     let owners = tree(dir.path()).into_iter().map(|(_, _, u)| u).collect();
-    assert!(Command::new("umount").arg(dir.path()).status().unwrap().success());
+    assert!(
+        Command::new("umount")
+            .arg(dir.path())
+            .status()
+            .unwrap()
+            .success()
+    );
     owners
 }
 
@@ -306,7 +312,9 @@ fn a_fork_of_a_fork_clones_whole_images_shares_their_blocks_and_stays_independen
     // No inode of the clone was touched: the fork's image keeps the parent's uid on disk
     // (its label, copied with the blocks, says so) and is mounted with that uid mapped to
     // the fork's.
-    let p_uid = svc.ok("GET", "/v1/workspaces/p", None)["uid"].as_u64().unwrap() as u32;
+    let p_uid = svc.ok("GET", "/v1/workspaces/p", None)["uid"]
+        .as_u64()
+        .unwrap() as u32;
     let f1_img = svc.state.join("disks").join(format!("{f1_uid}.img"));
     assert_eq!(label(&f1_img), format!("dw{p_uid}"));
     let opts = mount_options(&f1_wt);
@@ -427,7 +435,10 @@ fn a_fork_of_a_fork_clones_whole_images_shares_their_blocks_and_stays_independen
     );
     // Written by the fork's uid through the mapping, stored as the disk owner's, read back
     // as the fork's: after a kill, a resume and a restart of the service.
-    assert_eq!(std::fs::metadata(f1_wt.join("after.txt")).unwrap().uid(), f1_uid);
+    assert_eq!(
+        std::fs::metadata(f1_wt.join("after.txt")).unwrap().uid(),
+        f1_uid
+    );
     let opts = mount_options(&f1_wt);
     assert!(opts.split(',').any(|o| o == "idmapped"), "{opts}");
     assert_eq!(

@@ -27,9 +27,15 @@ fn engines() -> Vec<(&'static str, PathBuf)> {
         if dockerd.is_file() {
             out.push((name, dockerd));
         } else if required.split_whitespace().any(|r| r == name) {
-            panic!("Engine {name} is required (DW_ENGINES_REQUIRED) but {} is missing", dockerd.display());
+            panic!(
+                "Engine {name} is required (DW_ENGINES_REQUIRED) but {} is missing",
+                dockerd.display()
+            );
         } else {
-            println!("skipped: Engine {name}: no dockerd at {}", dockerd.display());
+            println!(
+                "skipped: Engine {name}: no dockerd at {}",
+                dockerd.display()
+            );
         }
     }
     out
@@ -43,7 +49,11 @@ struct Kind {
 }
 
 fn kinds(tar: &Path) -> Vec<Kind> {
-    let mut k = vec![Kind { label: "standard".into(), args: vec![], runtime: "standard" }];
+    let mut k = vec![Kind {
+        label: "standard".into(),
+        args: vec![],
+        runtime: "standard",
+    }];
     for (name, dockerd) in engines() {
         k.push(Kind {
             label: format!("docker-compose on Engine {name}"),
@@ -96,21 +106,39 @@ impl Env {
 /// For each runtime: a service with workspaces `a` and `b`.
 fn each(uid_base: u32, f: impl Fn(&Env)) {
     let tar_dir = tempfile::tempdir().expect("tmp");
-    std::fs::set_permissions(tar_dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::set_permissions(tar_dir.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
     let tar = tar_dir.path().join("image.tar");
-    let st = Command::new("docker").args(["save", "-o"]).arg(&tar).arg(IMAGE).status().expect("docker save");
+    let st = Command::new("docker")
+        .args(["save", "-o"])
+        .arg(&tar)
+        .arg(IMAGE)
+        .status()
+        .expect("docker save");
     assert!(st.success());
     std::fs::set_permissions(&tar, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     for k in kinds(&tar) {
         let args: Vec<&str> = k.args.iter().map(String::as_str).collect();
         let svc = Svc::start(uid_base, &args, &[]);
-        std::fs::set_permissions(svc.dir.path(), std::fs::Permissions::from_mode(0o711)).expect("chmod");
+        std::fs::set_permissions(svc.dir.path(), std::fs::Permissions::from_mode(0o711))
+            .expect("chmod");
         for id in ["a", "b"] {
-            let (status, v) = svc.api("POST", "/v1/workspaces", Some(json!({"id": id, "runtime": k.runtime})));
-            assert!((200..300).contains(&status), "[{}] create {id}: {status} {v}", k.label);
+            let (status, v) = svc.api(
+                "POST",
+                "/v1/workspaces",
+                Some(json!({"id": id, "runtime": k.runtime})),
+            );
+            assert!(
+                (200..300).contains(&status),
+                "[{}] create {id}: {status} {v}",
+                k.label
+            );
         }
         println!("case: {}", k.label);
-        let env = Env { svc, label: k.label.clone() };
+        let env = Env {
+            svc,
+            label: k.label.clone(),
+        };
         f(&env);
         for id in ["a", "b"] {
             let _ = env.svc.api("DELETE", &format!("/v1/workspaces/{id}"), None);
@@ -122,7 +150,15 @@ fn each(uid_base: u32, f: impl Fn(&Env)) {
 fn the_host_filesystem_other_workspaces_and_the_state_directory_are_out_of_sight() {
     skip_unless_root!();
     each(45000, |e| {
-        for p in ["/root", "/home", "/srv", "/opt", "/var/lib", "/run", env!("CARGO_MANIFEST_DIR")] {
+        for p in [
+            "/root",
+            "/home",
+            "/srv",
+            "/opt",
+            "/var/lib",
+            "/run",
+            env!("CARGO_MANIFEST_DIR"),
+        ] {
             e.fails("a", &format!("ls {p}"));
         }
         let state = e.svc.state.display().to_string();
@@ -135,7 +171,8 @@ fn the_host_filesystem_other_workspaces_and_the_state_directory_are_out_of_sight
         let b = e.svc.worktree("b");
         std::fs::write(b.join("open.txt"), "b's").expect("write");
         std::fs::set_permissions(&b, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        std::fs::set_permissions(b.join("open.txt"), std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        std::fs::set_permissions(b.join("open.txt"), std::fs::Permissions::from_mode(0o644))
+            .expect("chmod");
         e.fails("a", &format!("cat {}/open.txt", b.display()));
         // A world-readable file the test put outside the workspace.
         let outside = e.svc.dir.path().join("world-readable.txt");
@@ -144,11 +181,19 @@ fn the_host_filesystem_other_workspaces_and_the_state_directory_are_out_of_sight
         let (_, out, _) = e.exec("a", &format!("cat {}", outside.display()));
         assert!(!out.contains("host's"), "[{}] {out}", e.label);
         // What toolchains need is there, read-only.
-        e.ok("a", "ls /usr/bin/git /etc/ssl >/dev/null && test -r /etc/passwd");
+        e.ok(
+            "a",
+            "ls /usr/bin/git /etc/ssl >/dev/null && test -r /etc/passwd",
+        );
         e.fails("a", "touch /usr/x");
         e.fails("a", "touch /etc/x");
         let who = e.ok("a", "id -un; cat /etc/hostname");
-        assert_eq!(who.split_whitespace().collect::<Vec<_>>(), ["ws-a", "a"], "[{}]", e.label);
+        assert_eq!(
+            who.split_whitespace().collect::<Vec<_>>(),
+            ["ws-a", "a"],
+            "[{}]",
+            e.label
+        );
         // Its own worktree and HOME are there, at the paths the API reports.
         e.ok("a", "pwd && touch here && echo x > $HOME/h");
         assert!(e.svc.worktree("a").join("here").exists());
@@ -161,9 +206,21 @@ fn processes_ipc_hostname_and_tmp_are_the_workspace_own() {
     each(45100, |e| {
         // PID: only the workspace's own processes; no host process is visible.
         let ps = e.ok("a", "ps -e -o pid=,comm=");
-        let pids: Vec<&str> = ps.lines().filter_map(|l| l.split_whitespace().next()).collect();
-        assert!(pids.len() <= 4, "[{}] ps -e lists only the workspace's own: {ps}", e.label);
-        assert_eq!(pids.first().copied(), Some("1"), "[{}] its PID 1 is its init: {ps}", e.label);
+        let pids: Vec<&str> = ps
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert!(
+            pids.len() <= 4,
+            "[{}] ps -e lists only the workspace's own: {ps}",
+            e.label
+        );
+        assert_eq!(
+            pids.first().copied(),
+            Some("1"),
+            "[{}] its PID 1 is its init: {ps}",
+            e.label
+        );
         let me = std::process::id();
         e.fails("a", &format!("cat /proc/{me}/environ"));
         e.fails("a", &format!("cat /proc/{me}/cmdline"));
@@ -189,17 +246,37 @@ fn processes_ipc_hostname_and_tmp_are_the_workspace_own() {
             "python3 -c 'import ctypes; l=ctypes.CDLL(None); print(l.shmget(4242, 4096, 0o1600))'",
         );
         assert_eq!(code, 0, "[{}] {out}{err}", e.label);
-        assert!(out.trim().parse::<i64>().is_ok_and(|id| id >= 0), "[{}] {out}", e.label);
-        let (_, out, _) = e.exec("b", "python3 -c 'import ctypes; l=ctypes.CDLL(None); print(l.shmget(4242, 4096, 0o600))'");
+        assert!(
+            out.trim().parse::<i64>().is_ok_and(|id| id >= 0),
+            "[{}] {out}",
+            e.label
+        );
+        let (_, out, _) = e.exec(
+            "b",
+            "python3 -c 'import ctypes; l=ctypes.CDLL(None); print(l.shmget(4242, 4096, 0o600))'",
+        );
         assert_eq!(out.trim(), "-1", "[{}] b cannot find a's segment", e.label);
         let host = std::fs::read_to_string("/proc/sysvipc/shm").unwrap_or_default();
-        assert!(!host.lines().any(|l| l.split_whitespace().next() == Some("4242")), "[{}] not in the host's IPC namespace", e.label);
+        assert!(
+            !host
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some("4242")),
+            "[{}] not in the host's IPC namespace",
+            e.label
+        );
         // /tmp and /dev/shm: private, bounded tmpfs.
         let marker = format!("dw-iso-{}", std::process::id());
-        e.ok("a", &format!("echo a > /tmp/{marker} && echo a > /dev/shm/{marker}"));
+        e.ok(
+            "a",
+            &format!("echo a > /tmp/{marker} && echo a > /dev/shm/{marker}"),
+        );
         e.fails("b", &format!("cat /tmp/{marker}"));
         e.fails("b", &format!("cat /dev/shm/{marker}"));
-        assert!(!Path::new("/tmp").join(&marker).exists(), "[{}] not in the host's /tmp", e.label);
+        assert!(
+            !Path::new("/tmp").join(&marker).exists(),
+            "[{}] not in the host's /tmp",
+            e.label
+        );
         let df = e.ok("a", "df -P /tmp | tail -1");
         assert!(df.starts_with("tmpfs"), "[{}] {df}", e.label);
         // A host service on a 0666 Unix socket outside the workspace is unreachable.
@@ -208,21 +285,39 @@ fn processes_ipc_hostname_and_tmp_are_the_workspace_own() {
         std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).expect("chmod");
         let (code, out, err) = e.exec(
             "a",
-            &format!("python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"{}\")'", sock.display()),
+            &format!(
+                "python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"{}\")'",
+                sock.display()
+            ),
         );
         assert_ne!(code, 0, "[{}] {out}{err}", e.label);
         let unix = e.ok("a", "cat /proc/net/unix");
-        assert!(!unix.contains(&sock.display().to_string()), "[{}] {unix}", e.label);
+        assert!(
+            !unix.contains(&sock.display().to_string()),
+            "[{}] {unix}",
+            e.label
+        );
         // A TCP listener on the host's loopback is not among PID 1's sockets (its network
         // namespace is the workspace's), while one the workspace opens is.
         let host = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
         let hex = format!(":{:04X}", host.local_addr().expect("addr").port());
         let own = e.ok("a", "python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen(); print(s.getsockname()[1]); open(\"/proc/1/net/tcp\").read() and print(open(\"/proc/1/net/tcp\").read())'");
         let mut lines = own.lines();
-        let port: u16 = lines.next().and_then(|l| l.trim().parse().ok()).expect("own port");
+        let port: u16 = lines
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .expect("own port");
         let tcp: String = lines.collect::<Vec<_>>().join("\n");
-        assert!(!tcp.contains(&hex), "[{}] the host's listener {hex} is visible: {tcp}", e.label);
-        assert!(tcp.contains(&format!(":{port:04X}")), "[{}] its own listener is listed: {tcp}", e.label);
+        assert!(
+            !tcp.contains(&hex),
+            "[{}] the host's listener {hex} is visible: {tcp}",
+            e.label
+        );
+        assert!(
+            tcp.contains(&format!(":{port:04X}")),
+            "[{}] its own listener is listed: {tcp}",
+            e.label
+        );
     });
 }
 
@@ -234,11 +329,22 @@ fn setup_installs_into_the_worktree_and_home_and_git_commits_in_both_runtimes() 
         // A local npm package tarball and a minimal wheel, inside the worktree.
         let pkg = wt.join("pkg");
         std::fs::create_dir_all(&pkg).expect("mkdir");
-        std::fs::write(pkg.join("package.json"), r#"{"name":"dw-local","version":"1.0.0","main":"index.js"}"#).expect("pkg");
+        std::fs::write(
+            pkg.join("package.json"),
+            r#"{"name":"dw-local","version":"1.0.0","main":"index.js"}"#,
+        )
+        .expect("pkg");
         std::fs::write(pkg.join("index.js"), "module.exports = 'dw-local-ok';\n").expect("js");
-        let uid = e.svc.api("GET", "/v1/workspaces/a", None).1["uid"].as_u64().expect("uid") as u32;
+        let uid = e.svc.api("GET", "/v1/workspaces/a", None).1["uid"]
+            .as_u64()
+            .expect("uid") as u32;
         let chown = |p: &Path| {
-            let st = Command::new("chown").arg("-R").arg(format!("{uid}:{uid}")).arg(p).status().expect("chown");
+            let st = Command::new("chown")
+                .arg("-R")
+                .arg(format!("{uid}:{uid}"))
+                .arg(p)
+                .status()
+                .expect("chown");
             assert!(st.success());
         };
         chown(&wt);

@@ -164,7 +164,9 @@ fn kill_during_a_running_exec_ends_it_and_the_next_command_resumes_the_workspace
     });
     // Until the shell is in `sleep`, `echo started` may not have run yet.
     workspace_support::wait_until(10, "exec in its sleep", || {
-        pids_of(uid).iter().any(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep"))
+        pids_of(uid).iter().any(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        })
     });
     let killed = svc.ok("POST", "/v1/workspaces/busy/kill", None);
     assert_eq!(killed["workspace"]["status"], "stopped");

@@ -40,7 +40,11 @@ fn exec_ok(svc: &Svc, id: &str, cmd: &str) -> String {
 
 /// SysV keys of the objects the first holder makes (distinct per test by `tag`).
 fn keys(tag: u32) -> [u32; 3] {
-    [0x0d70_0000 + tag * 4, 0x0d70_0001 + tag * 4, 0x0d70_0002 + tag * 4]
+    [
+        0x0d70_0000 + tag * 4,
+        0x0d70_0001 + tag * 4,
+        0x0d70_0002 + tag * 4,
+    ]
 }
 
 /// The secrets a holder leaves outside its directory, as the workspace uid on the host: 0600
@@ -72,7 +76,11 @@ assert libc.msgsnd(m, buf, 6, 0) == 0'
         .current_dir("/")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Paths under the three directories (same filesystem only) owned by `uid`.
@@ -83,7 +91,11 @@ fn files_of(uid: u32) -> Vec<String> {
             .args([root, "-xdev", "-uid", &uid.to_string()])
             .output()
             .unwrap();
-        out.extend(String::from_utf8_lossy(&o.stdout).lines().map(str::to_string));
+        out.extend(
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(str::to_string),
+        );
     }
     out
 }
@@ -124,9 +136,21 @@ fn delete_leaves_no_file_or_ipc_object_owned_by_the_uid() {
     assert!(files_of(uid).len() >= 5, "{:?}", files_of(uid));
     assert_eq!(ipc_of(uid).len(), 3, "{:?}", ipc_of(uid));
     delete(&svc, "old");
-    assert_eq!(pids_of(uid), Vec::<i32>::new(), "a process of the uid outlived the delete");
-    assert_eq!(files_of(uid), Vec::<String>::new(), "files of the uid left by delete");
-    assert_eq!(ipc_of(uid), Vec::<String>::new(), "SysV IPC objects of the uid left by delete");
+    assert_eq!(
+        pids_of(uid),
+        Vec::<i32>::new(),
+        "a process of the uid outlived the delete"
+    );
+    assert_eq!(
+        files_of(uid),
+        Vec::<String>::new(),
+        "files of the uid left by delete"
+    );
+    assert_eq!(
+        ipc_of(uid),
+        Vec::<String>::new(),
+        "SysV IPC objects of the uid left by delete"
+    );
     // What the sweep did not own stays.
     assert!(std::fs::metadata("/etc/passwd").is_ok());
     // Clean, so not quarantined: the next workspace gets the same uid.
@@ -143,7 +167,11 @@ fn a_new_workspace_on_a_reused_uid_reads_nothing_its_previous_holder_left() {
     let uid = create(&svc, "first");
     leave_secrets(uid, 2);
     // And inside its sandbox: a private /tmp, /dev/shm and IPC namespace, gone with it.
-    exec_ok(&svc, "first", "umask 077; echo inside > /tmp/dw-inside-2; echo inside > /dev/shm/dw-inside-2");
+    exec_ok(
+        &svc,
+        "first",
+        "umask 077; echo inside > /tmp/dw-inside-2; echo inside > /dev/shm/dw-inside-2",
+    );
     delete(&svc, "first");
     let next = create(&svc, "second");
     assert_eq!(next, uid, "the test needs the uid handed on");
@@ -156,7 +184,10 @@ fn a_new_workspace_on_a_reused_uid_reads_nothing_its_previous_holder_left() {
 print(libc.shmget({shm}, 0, 0), libc.msgget({msg}, 0), libc.semget({sem}, 0, 0))'"
     );
     let out = exec_ok(&svc, "second", &probe);
-    assert_eq!(out, "-1 -1 -1\n", "the new holder reached what the old one left: {out}");
+    assert_eq!(
+        out, "-1 -1 -1\n",
+        "the new holder reached what the old one left: {out}"
+    );
     // Nor did anything of the old holder's come back while the new one lives.
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(!std::path::Path::new("/tmp/dw-respawn-2").exists());

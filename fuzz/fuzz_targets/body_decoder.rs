@@ -13,7 +13,15 @@ fn exercise(j: &Json) {
     match j {
         Json::Object(o) => {
             for (k, v) in o.entries() {
-                let _ = (o.bool(k), o.str(k), o.int(k), o.object(k), o.str_list(k), o.object_list(k), o.str_map(k));
+                let _ = (
+                    o.bool(k),
+                    o.str(k),
+                    o.int(k),
+                    o.object(k),
+                    o.str_list(k),
+                    o.object_list(k),
+                    o.str_map(k),
+                );
                 exercise(v);
             }
         }
@@ -25,6 +33,10 @@ fn exercise(j: &Json) {
 fuzz_target!(|data: &[u8]| {
     if let Ok(j) = json::parse(data) {
         exercise(&j);
-        assert_eq!(json::parse(&j.to_bytes()).as_ref(), Ok(&j), "canonical bytes must parse back");
+        assert_eq!(
+            json::parse(&j.to_bytes()).as_ref(),
+            Ok(&j),
+            "canonical bytes must parse back"
+        );
     }
 });

@@ -29,7 +29,14 @@ fn facts_for(queries: &[FactQuery]) -> Facts {
         match q {
             FactQuery::HostPath(p) => {
                 let inside = p == "/ws" || p.starts_with("/ws/");
-                f.host_paths.insert(p.clone(), if inside { HostPathFact::Inside { is_dir: true } } else { HostPathFact::Outside });
+                f.host_paths.insert(
+                    p.clone(),
+                    if inside {
+                        HostPathFact::Inside { is_dir: true }
+                    } else {
+                        HostPathFact::Outside
+                    },
+                );
                 if inside {
                     f.pins.insert(p.clone(), format!("/pins{p}"));
                 }
@@ -38,7 +45,12 @@ fn facts_for(queries: &[FactQuery]) -> Facts {
             FactQuery::Exec(e) => drop(f.execs.insert(e.clone(), None)),
             FactQuery::Network(n) => drop(f.networks.insert(n.clone(), None)),
             FactQuery::Volume(v) => drop(f.volumes.insert(v.clone(), None)),
-            FactQuery::Image(i) => drop(f.images.insert(i.clone(), Some(ImageFact { exposed_ports: vec![] }))),
+            FactQuery::Image(i) => drop(f.images.insert(
+                i.clone(),
+                Some(ImageFact {
+                    exposed_ports: vec![],
+                }),
+            )),
             FactQuery::ContainerCount => {}
             FactQuery::HostRoutes => f.host_routes = Some(Vec::new()),
         }
@@ -47,11 +59,19 @@ fn facts_for(queries: &[FactQuery]) -> Facts {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&sel, body)) = data.split_first() else { return };
+    let Some((&sel, body)) = data.split_first() else {
+        return;
+    };
     let Ok(body) = json::parse(body) else { return };
     let policy = Policy::default_policy();
     let path = CanonicalPath::parse(PATHS[usize::from(sel) % PATHS.len()]).expect("canonical");
-    let req = Request { method: "POST".into(), route: classify("POST", &path), query: Query::default(), body: Some(body), has_body: true };
+    let req = Request {
+        method: "POST".into(),
+        route: classify("POST", &path),
+        query: Query::default(),
+        body: Some(body),
+        has_body: true,
+    };
     if let Ok(q) = policy::needs(&req, &policy) {
         let _ = policy::decide(&req, &facts_for(&q), &policy);
     }

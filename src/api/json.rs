@@ -35,7 +35,10 @@ pub enum DecodeError {
     #[error("malformed JSON body: {0}")]
     Syntax(String),
     #[error("field `{field}` must be {expected}")]
-    Type { field: String, expected: &'static str },
+    Type {
+        field: String,
+        expected: &'static str,
+    },
 }
 
 /// Go's `foldName` restricted to what survives our key check: ASCII letters upper-cased.
@@ -96,12 +99,18 @@ impl Object {
 
     /// Looks up a struct field the way Go does (exact, else folded; both give one key here).
     pub fn get(&self, field: &str) -> Option<&Json> {
-        self.0.iter().find(|(k, _)| fold_eq(k, field)).map(|(_, v)| v)
+        self.0
+            .iter()
+            .find(|(k, _)| fold_eq(k, field))
+            .map(|(_, v)| v)
     }
 
     /// Mutable access to a struct field, matched like [`Object::get`].
     pub fn get_mut(&mut self, field: &str) -> Option<&mut Json> {
-        self.0.iter_mut().find(|(k, _)| fold_eq(k, field)).map(|(_, v)| v)
+        self.0
+            .iter_mut()
+            .find(|(k, _)| fold_eq(k, field))
+            .map(|(_, v)| v)
     }
 
     /// Appends an entry whose key is known not to fold-equal any present key (it comes from
@@ -164,7 +173,10 @@ impl Object {
     pub fn int(&self, field: &str) -> Result<Option<i64>, DecodeError> {
         match self.field(field) {
             None => Ok(None),
-            Some(Json::Number(n)) => n.as_i64().map(Some).ok_or_else(|| type_err(field, "an integer")),
+            Some(Json::Number(n)) => n
+                .as_i64()
+                .map(Some)
+                .ok_or_else(|| type_err(field, "an integer")),
             Some(_) => Err(type_err(field, "an integer")),
         }
     }
@@ -231,7 +243,10 @@ impl Object {
 }
 
 fn type_err(field: &str, expected: &'static str) -> DecodeError {
-    DecodeError::Type { field: field.to_owned(), expected }
+    DecodeError::Type {
+        field: field.to_owned(),
+        expected,
+    }
 }
 
 /// Describes a value's JSON type, for messages.
@@ -260,7 +275,9 @@ impl<'de> Visitor<'de> for JsonVisitor {
         Ok(Json::Number(v.into()))
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Json, E> {
-        serde_json::Number::from_f64(v).map(Json::Number).ok_or_else(|| E::custom("number out of range"))
+        serde_json::Number::from_f64(v)
+            .map(Json::Number)
+            .ok_or_else(|| E::custom("number out of range"))
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Json, E> {
         check_string(v)?;
@@ -284,20 +301,25 @@ impl<'de> Visitor<'de> for JsonVisitor {
         while let Some(key) = map.next_key::<String>()? {
             check_string(&key)?;
             if !key.is_ascii() && key.contains(['\u{017F}', '\u{212A}']) {
-                return Err(de::Error::custom(format!("key `{key}` contains a rune Go folds to ASCII")));
+                return Err(de::Error::custom(format!(
+                    "key `{key}` contains a rune Go folds to ASCII"
+                )));
             }
             let dup = match &mut seen {
                 Some(set) => !set.insert(fold(&key)),
                 None if out.len() < LINEAR_DUP_CHECK => out.iter().any(|(k, _)| fold_eq(k, &key)),
                 None => {
-                    let mut set: std::collections::HashSet<String> = out.iter().map(|(k, _)| fold(k)).collect();
+                    let mut set: std::collections::HashSet<String> =
+                        out.iter().map(|(k, _)| fold(k)).collect();
                     let dup = !set.insert(fold(&key));
                     seen = Some(set);
                     dup
                 }
             };
             if dup {
-                return Err(de::Error::custom(format!("duplicate key `{key}` (keys are case-insensitive)")));
+                return Err(de::Error::custom(format!(
+                    "duplicate key `{key}` (keys are case-insensitive)"
+                )));
             }
             let v = map.next_value::<Json>()?;
             out.push((key, v));

@@ -45,17 +45,29 @@ const HC_LISTS: &[&str] = &[
     "MaskedPaths",
     "ReadonlyPaths",
 ];
-const HC_OTHER: &[&str] = &["Sysctls", "PortBindings", "Devices", "DeviceRequests", "PidsLimit", "Mounts"];
+const HC_OTHER: &[&str] = &[
+    "Sysctls",
+    "PortBindings",
+    "Devices",
+    "DeviceRequests",
+    "PidsLimit",
+    "Mounts",
+];
 
 /// Every HostConfig (and embedded Resources) field the view covers.
 pub fn host_config_fields() -> impl Iterator<Item = &'static str> {
-    [HC_STRINGS, HC_BOOLS, HC_INTS, HC_LISTS, HC_OTHER].into_iter().flatten().copied()
+    [HC_STRINGS, HC_BOOLS, HC_INTS, HC_LISTS, HC_OTHER]
+        .into_iter()
+        .flatten()
+        .copied()
 }
 
 /// The view of a create body: `{"Config": {...}, "HostConfig": {...}}`, or the type error Go
 /// would report. A body that is not an object is an error.
 pub fn create_view(body: &Json, shape: CreateShape) -> Result<Value, DecodeError> {
-    let top = body.as_object().ok_or_else(|| type_err("body", "an object"))?;
+    let top = body
+        .as_object()
+        .ok_or_else(|| type_err("body", "an object"))?;
     let config = config_view(top)?;
     let nested = top.object("HostConfig")?;
     let host = match shape {
@@ -67,9 +79,15 @@ pub fn create_view(body: &Json, shape: CreateShape) -> Result<Value, DecodeError
                 None => from_top,
                 Some(inner) => {
                     let mut h = host_view(inner)?;
-                    for (field, zero) in [("Memory", Value::from(0)), ("VolumeDriver", Value::from(""))] {
+                    for (field, zero) in [
+                        ("Memory", Value::from(0)),
+                        ("VolumeDriver", Value::from("")),
+                    ] {
                         if h.get(field) == Some(&zero) {
-                            h.insert(field.to_owned(), from_top.get(field).cloned().unwrap_or(zero));
+                            h.insert(
+                                field.to_owned(),
+                                from_top.get(field).cloned().unwrap_or(zero),
+                            );
                         }
                     }
                     h
@@ -113,29 +131,44 @@ fn host_view(o: &Object) -> Result<Map<String, Value>, DecodeError> {
         m.insert(f.into(), list(o.str_list(f)?));
     }
     m.insert("Sysctls".into(), string_map(o.str_map("Sysctls")?));
-    m.insert("PidsLimit".into(), o.int("PidsLimit")?.map_or(Value::Null, Value::from));
+    m.insert(
+        "PidsLimit".into(),
+        o.int("PidsLimit")?.map_or(Value::Null, Value::from),
+    );
     m.insert("PortBindings".into(), port_bindings(o)?);
     m.insert("Mounts".into(), structs(o, "Mounts", mount)?);
     m.insert("Devices".into(), structs(o, "Devices", device)?);
-    m.insert("DeviceRequests".into(), structs(o, "DeviceRequests", device_request)?);
+    m.insert(
+        "DeviceRequests".into(),
+        structs(o, "DeviceRequests", device_request)?,
+    );
     Ok(m)
 }
 
 fn type_err(field: &str, expected: &'static str) -> DecodeError {
-    DecodeError::Type { field: field.to_owned(), expected }
+    DecodeError::Type {
+        field: field.to_owned(),
+        expected,
+    }
 }
 
 fn list(v: Option<Vec<String>>) -> Value {
-    v.map_or(Value::Null, |items| Value::Array(items.into_iter().map(Value::String).collect()))
+    v.map_or(Value::Null, |items| {
+        Value::Array(items.into_iter().map(Value::String).collect())
+    })
 }
 
 fn string_map(v: Option<Vec<(String, String)>>) -> Value {
-    v.map_or(Value::Null, |kv| Value::Object(kv.into_iter().map(|(k, v)| (k, Value::String(v))).collect()))
+    v.map_or(Value::Null, |kv| {
+        Value::Object(kv.into_iter().map(|(k, v)| (k, Value::String(v))).collect())
+    })
 }
 
 /// A `map[string]struct{}`: values must be objects (their keys are ignored) or `null`.
 fn set(o: &Object, field: &str) -> Result<Value, DecodeError> {
-    let Some(m) = o.object(field)? else { return Ok(Value::Null) };
+    let Some(m) = o.object(field)? else {
+        return Ok(Value::Null);
+    };
     let mut out = Map::new();
     for (k, v) in m.entries() {
         if !matches!(v, Json::Object(_) | Json::Null) {
@@ -154,13 +187,19 @@ fn structs(
 ) -> Result<Value, DecodeError> {
     match o.object_list(field)? {
         None => Ok(Value::Null),
-        Some(items) => items.iter().map(each).collect::<Result<Vec<_>, _>>().map(Value::Array),
+        Some(items) => items
+            .iter()
+            .map(each)
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Array),
     }
 }
 
 /// `map[string][]PortBinding`: a `null` list stays nil, which is not the same as `[]`.
 fn port_bindings(o: &Object) -> Result<Value, DecodeError> {
-    let Some(m) = o.object("PortBindings")? else { return Ok(Value::Null) };
+    let Some(m) = o.object("PortBindings")? else {
+        return Ok(Value::Null);
+    };
     let mut out = Map::new();
     for (port, v) in m.entries() {
         let bindings = match v {
@@ -195,7 +234,10 @@ fn mount(o: &Object) -> Result<Value, DecodeError> {
     for f in ["Type", "Source", "Target"] {
         m.insert(f.into(), o.str(f)?.unwrap_or_default().into());
     }
-    m.insert("ReadOnly".into(), o.bool("ReadOnly")?.unwrap_or_default().into());
+    m.insert(
+        "ReadOnly".into(),
+        o.bool("ReadOnly")?.unwrap_or_default().into(),
+    );
     let volume_options = match o.object("VolumeOptions")? {
         None => Value::Null,
         Some(vo) => {

@@ -78,9 +78,10 @@ fn percent_decode(raw: &str) -> Result<Vec<u8>, PathError> {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' {
-            let (Some(h), Some(l)) =
-                (b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex))
-            else {
+            let (Some(h), Some(l)) = (
+                b.get(i + 1).copied().and_then(hex),
+                b.get(i + 2).copied().and_then(hex),
+            ) else {
                 return Err(PathError::BadEscape);
             };
             let v = h * 16 + l;
@@ -103,7 +104,9 @@ fn is_clean(p: &str) -> bool {
         return true;
     }
     let body = p.strip_suffix('/').unwrap_or(p);
-    body.split('/').skip(1).all(|seg| !seg.is_empty() && seg != "." && seg != "..")
+    body.split('/')
+        .skip(1)
+        .all(|seg| !seg.is_empty() && seg != "." && seg != "..")
 }
 
 #[cfg(test)]
@@ -112,17 +115,38 @@ mod tests {
 
     #[test]
     fn decodes_like_go_and_refuses_shape_changes() {
-        assert_eq!(CanonicalPath::parse("/v1.41/containers/json").map(|p| p.0), Ok("/v1.41/containers/json".into()));
-        assert_eq!(CanonicalPath::parse("/v1.41/containers/a%20b/json").map(|p| p.0), Ok("/v1.41/containers/a b/json".into()));
-        assert_eq!(CanonicalPath::parse("/v1.41/containers%2Fcreate"), Err(PathError::ShapeChangingEscape));
-        assert_eq!(CanonicalPath::parse("/v1.41/%2e%2e/x"), Err(PathError::ShapeChangingEscape));
-        assert_eq!(CanonicalPath::parse("/v1.41/x%zz"), Err(PathError::BadEscape));
+        assert_eq!(
+            CanonicalPath::parse("/v1.41/containers/json").map(|p| p.0),
+            Ok("/v1.41/containers/json".into())
+        );
+        assert_eq!(
+            CanonicalPath::parse("/v1.41/containers/a%20b/json").map(|p| p.0),
+            Ok("/v1.41/containers/a b/json".into())
+        );
+        assert_eq!(
+            CanonicalPath::parse("/v1.41/containers%2Fcreate"),
+            Err(PathError::ShapeChangingEscape)
+        );
+        assert_eq!(
+            CanonicalPath::parse("/v1.41/%2e%2e/x"),
+            Err(PathError::ShapeChangingEscape)
+        );
+        assert_eq!(
+            CanonicalPath::parse("/v1.41/x%zz"),
+            Err(PathError::BadEscape)
+        );
         assert_eq!(CanonicalPath::parse("/v1.41/x%"), Err(PathError::BadEscape));
     }
 
     #[test]
     fn refuses_paths_dockerd_would_redirect() {
-        for p in ["//v1.41/containers/json", "/v1.41/./containers/json", "/v1.41/x/../containers/json", "/v1.41/.", "/a//b"] {
+        for p in [
+            "//v1.41/containers/json",
+            "/v1.41/./containers/json",
+            "/v1.41/x/../containers/json",
+            "/v1.41/.",
+            "/a//b",
+        ] {
             assert_eq!(CanonicalPath::parse(p), Err(PathError::NotClean), "{p}");
         }
         assert!(CanonicalPath::parse("/networks/").is_ok());

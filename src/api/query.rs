@@ -21,7 +21,9 @@ pub struct Query(Vec<(String, String)>);
 
 impl Query {
     pub fn parse(raw: Option<&str>) -> Result<Self, QueryError> {
-        let Some(raw) = raw else { return Ok(Self::default()) };
+        let Some(raw) = raw else {
+            return Ok(Self::default());
+        };
         if raw.contains(';') {
             return Err(QueryError::Semicolon);
         }
@@ -35,12 +37,19 @@ impl Query {
 
     /// `url.Values.Get`: the first value, or None when the key is absent.
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     /// Every value of a key, in order (for `t`, `extrahosts`, `changes`, ...).
     pub fn all(&self, key: &str) -> Vec<&str> {
-        self.0.iter().filter(|(k, _)| k == key).map(|(_, v)| v.as_str()).collect()
+        self.0
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .collect()
     }
 
     /// Docker's `httputils.BoolValue`: anything but "", 0, no, false, none is true.
@@ -54,7 +63,11 @@ impl Query {
 
     /// Re-encodes the query canonically for forwarding.
     pub fn encode(&self) -> String {
-        self.0.iter().map(|(k, v)| format!("{}={}", escape(k), escape(v))).collect::<Vec<_>>().join("&")
+        self.0
+            .iter()
+            .map(|(k, v)| format!("{}={}", escape(k), escape(v)))
+            .collect::<Vec<_>>()
+            .join("&")
     }
 
     /// Replaces every value of `key` with one value (or appends it).
@@ -66,7 +79,10 @@ impl Query {
 
 /// Docker's `BoolValue` on one value (Go's `TrimSpace` is Unicode-aware, as is `trim`).
 pub fn bool_value(v: &str) -> bool {
-    !matches!(v.trim().to_lowercase().as_str(), "" | "0" | "no" | "false" | "none")
+    !matches!(
+        v.trim().to_lowercase().as_str(),
+        "" | "0" | "no" | "false" | "none"
+    )
 }
 
 fn unescape(s: &str) -> Result<String, QueryError> {
@@ -122,7 +138,10 @@ mod tests {
 
     #[test]
     fn refuses_semicolons_and_bad_escapes() {
-        assert_eq!(Query::parse(Some("a=1;networkmode=host")), Err(QueryError::Semicolon));
+        assert_eq!(
+            Query::parse(Some("a=1;networkmode=host")),
+            Err(QueryError::Semicolon)
+        );
         assert_eq!(Query::parse(Some("a=%zz")), Err(QueryError::BadEscape));
         assert_eq!(Query::parse(Some("a=%+1")), Err(QueryError::BadEscape));
     }

@@ -241,49 +241,112 @@ fn one(v: &[&str]) -> String {
 // volume, build, session, swarm, plugin, distribution, network, debug, grpc), and within a
 // router the order of its `initRoutes`. Reordering it changes what a path means.
 const TABLE: &[(&str, &str, Build)] = &[
-    ("GET", "/containers/(.*)/checkpoints", |v| Endpoint::CheckpointList(one(v))),
-    ("POST", "/containers/(.*)/checkpoints", |v| Endpoint::CheckpointCreate(one(v))),
-    ("DELETE", "/containers/([^/]+)/checkpoints/([^/]+)", |v| {
-        Endpoint::CheckpointDelete(one(v), v.get(1).map(|s| (*s).to_owned()).unwrap_or_default())
+    ("GET", "/containers/(.*)/checkpoints", |v| {
+        Endpoint::CheckpointList(one(v))
     }),
-    ("HEAD", "/containers/(.*)/archive", |v| Endpoint::ContainerArchiveHead(one(v))),
+    ("POST", "/containers/(.*)/checkpoints", |v| {
+        Endpoint::CheckpointCreate(one(v))
+    }),
+    ("DELETE", "/containers/([^/]+)/checkpoints/([^/]+)", |v| {
+        Endpoint::CheckpointDelete(
+            one(v),
+            v.get(1).map(|s| (*s).to_owned()).unwrap_or_default(),
+        )
+    }),
+    ("HEAD", "/containers/(.*)/archive", |v| {
+        Endpoint::ContainerArchiveHead(one(v))
+    }),
     ("GET", "/containers/json", |_| Endpoint::ContainerList),
-    ("GET", "/containers/(.*)/export", |v| Endpoint::ContainerExport(one(v))),
-    ("GET", "/containers/(.*)/changes", |v| Endpoint::ContainerChanges(one(v))),
-    ("GET", "/containers/(.*)/json", |v| Endpoint::ContainerInspect(one(v))),
-    ("GET", "/containers/(.*)/top", |v| Endpoint::ContainerTop(one(v))),
-    ("GET", "/containers/(.*)/logs", |v| Endpoint::ContainerLogs(one(v))),
-    ("GET", "/containers/(.*)/stats", |v| Endpoint::ContainerStats(one(v))),
-    ("GET", "/containers/(.*)/attach/ws", |v| Endpoint::ContainerAttachWs(one(v))),
+    ("GET", "/containers/(.*)/export", |v| {
+        Endpoint::ContainerExport(one(v))
+    }),
+    ("GET", "/containers/(.*)/changes", |v| {
+        Endpoint::ContainerChanges(one(v))
+    }),
+    ("GET", "/containers/(.*)/json", |v| {
+        Endpoint::ContainerInspect(one(v))
+    }),
+    ("GET", "/containers/(.*)/top", |v| {
+        Endpoint::ContainerTop(one(v))
+    }),
+    ("GET", "/containers/(.*)/logs", |v| {
+        Endpoint::ContainerLogs(one(v))
+    }),
+    ("GET", "/containers/(.*)/stats", |v| {
+        Endpoint::ContainerStats(one(v))
+    }),
+    ("GET", "/containers/(.*)/attach/ws", |v| {
+        Endpoint::ContainerAttachWs(one(v))
+    }),
     ("GET", "/exec/(.*)/json", |v| Endpoint::ExecInspect(one(v))),
-    ("GET", "/containers/(.*)/archive", |v| Endpoint::ContainerArchiveGet(one(v))),
+    ("GET", "/containers/(.*)/archive", |v| {
+        Endpoint::ContainerArchiveGet(one(v))
+    }),
     ("POST", "/containers/create", |_| Endpoint::ContainerCreate),
-    ("POST", "/containers/(.*)/kill", |v| Endpoint::ContainerKill(one(v))),
-    ("POST", "/containers/(.*)/pause", |v| Endpoint::ContainerPause(one(v))),
-    ("POST", "/containers/(.*)/unpause", |v| Endpoint::ContainerUnpause(one(v))),
-    ("POST", "/containers/(.*)/restart", |v| Endpoint::ContainerRestart(one(v))),
-    ("POST", "/containers/(.*)/start", |v| Endpoint::ContainerStart(one(v))),
-    ("POST", "/containers/(.*)/stop", |v| Endpoint::ContainerStop(one(v))),
-    ("POST", "/containers/(.*)/wait", |v| Endpoint::ContainerWait(one(v))),
-    ("POST", "/containers/(.*)/resize", |v| Endpoint::ContainerResize(one(v))),
-    ("POST", "/containers/(.*)/attach", |v| Endpoint::ContainerAttach(one(v))),
-    ("POST", "/containers/(.*)/copy", |v| Endpoint::ContainerCopy(one(v))),
-    ("POST", "/containers/(.*)/exec", |v| Endpoint::ExecCreate(one(v))),
+    ("POST", "/containers/(.*)/kill", |v| {
+        Endpoint::ContainerKill(one(v))
+    }),
+    ("POST", "/containers/(.*)/pause", |v| {
+        Endpoint::ContainerPause(one(v))
+    }),
+    ("POST", "/containers/(.*)/unpause", |v| {
+        Endpoint::ContainerUnpause(one(v))
+    }),
+    ("POST", "/containers/(.*)/restart", |v| {
+        Endpoint::ContainerRestart(one(v))
+    }),
+    ("POST", "/containers/(.*)/start", |v| {
+        Endpoint::ContainerStart(one(v))
+    }),
+    ("POST", "/containers/(.*)/stop", |v| {
+        Endpoint::ContainerStop(one(v))
+    }),
+    ("POST", "/containers/(.*)/wait", |v| {
+        Endpoint::ContainerWait(one(v))
+    }),
+    ("POST", "/containers/(.*)/resize", |v| {
+        Endpoint::ContainerResize(one(v))
+    }),
+    ("POST", "/containers/(.*)/attach", |v| {
+        Endpoint::ContainerAttach(one(v))
+    }),
+    ("POST", "/containers/(.*)/copy", |v| {
+        Endpoint::ContainerCopy(one(v))
+    }),
+    ("POST", "/containers/(.*)/exec", |v| {
+        Endpoint::ExecCreate(one(v))
+    }),
     ("POST", "/exec/(.*)/start", |v| Endpoint::ExecStart(one(v))),
-    ("POST", "/exec/(.*)/resize", |v| Endpoint::ExecResize(one(v))),
-    ("POST", "/containers/(.*)/rename", |v| Endpoint::ContainerRename(one(v))),
-    ("POST", "/containers/(.*)/update", |v| Endpoint::ContainerUpdate(one(v))),
+    ("POST", "/exec/(.*)/resize", |v| {
+        Endpoint::ExecResize(one(v))
+    }),
+    ("POST", "/containers/(.*)/rename", |v| {
+        Endpoint::ContainerRename(one(v))
+    }),
+    ("POST", "/containers/(.*)/update", |v| {
+        Endpoint::ContainerUpdate(one(v))
+    }),
     ("POST", "/containers/prune", |_| Endpoint::ContainerPrune),
     ("POST", "/commit", |_| Endpoint::Commit),
-    ("PUT", "/containers/(.*)/archive", |v| Endpoint::ContainerArchivePut(one(v))),
-    ("DELETE", "/containers/(.*)", |v| Endpoint::ContainerDelete(one(v))),
+    ("PUT", "/containers/(.*)/archive", |v| {
+        Endpoint::ContainerArchivePut(one(v))
+    }),
+    ("DELETE", "/containers/(.*)", |v| {
+        Endpoint::ContainerDelete(one(v))
+    }),
     ("GET", "/images/json", |_| Endpoint::ImageList),
     ("GET", "/images/search", |_| Endpoint::ImageSearch),
     ("GET", "/images/get", |_| Endpoint::ImageGetAll),
     ("GET", "/images/(.*)/get", |v| Endpoint::ImageGet(one(v))),
-    ("GET", "/images/(.*)/history", |v| Endpoint::ImageHistory(one(v))),
-    ("GET", "/images/(.*)/json", |v| Endpoint::ImageInspect(one(v))),
-    ("GET", "/images/(.*)/attestations", |v| Endpoint::ImageAttestations(one(v))),
+    ("GET", "/images/(.*)/history", |v| {
+        Endpoint::ImageHistory(one(v))
+    }),
+    ("GET", "/images/(.*)/json", |v| {
+        Endpoint::ImageInspect(one(v))
+    }),
+    ("GET", "/images/(.*)/attestations", |v| {
+        Endpoint::ImageAttestations(one(v))
+    }),
     ("POST", "/images/load", |_| Endpoint::ImageLoad),
     ("POST", "/images/create", |_| Endpoint::ImageCreate),
     ("POST", "/images/(.*)/push", |v| Endpoint::ImagePush(one(v))),
@@ -303,30 +366,54 @@ const TABLE: &[(&str, &str, Build)] = &[
     ("POST", "/volumes/create", |_| Endpoint::VolumeCreate),
     ("POST", "/volumes/prune", |_| Endpoint::VolumePrune),
     ("PUT", "/volumes/(.*)", |v| Endpoint::VolumeUpdate(one(v))),
-    ("DELETE", "/volumes/(.*)", |v| Endpoint::VolumeDelete(one(v))),
+    ("DELETE", "/volumes/(.*)", |v| {
+        Endpoint::VolumeDelete(one(v))
+    }),
     ("POST", "/build", |_| Endpoint::Build),
     ("POST", "/build/prune", |_| Endpoint::BuildPrune),
     ("POST", "/build/cancel", |_| Endpoint::BuildCancel),
     ("POST", "/session", |_| Endpoint::Session),
     ("POST", "/swarm/leave", |_| Endpoint::SwarmLeave),
     ("GET", "/swarm", |_| Endpoint::SwarmRead),
-    ("GET", "/(?:services|nodes|tasks|secrets|configs)(?:/[^/]+)?", |_| Endpoint::SwarmRead),
-    ("GET", "/(?:services|tasks)/[^/]+/logs", |_| Endpoint::SwarmRead),
+    (
+        "GET",
+        "/(?:services|nodes|tasks|secrets|configs)(?:/[^/]+)?",
+        |_| Endpoint::SwarmRead,
+    ),
+    ("GET", "/(?:services|tasks)/[^/]+/logs", |_| {
+        Endpoint::SwarmRead
+    }),
     ("*", "/swarm(?:/.*)?", |_| Endpoint::Swarm),
-    ("*", "/(?:services|nodes|tasks|secrets|configs)(?:/.*)?", |_| Endpoint::Swarm),
+    (
+        "*",
+        "/(?:services|nodes|tasks|secrets|configs)(?:/.*)?",
+        |_| Endpoint::Swarm,
+    ),
     ("GET", "/plugins", |_| Endpoint::PluginList),
     ("GET", "/plugins/privileges", |_| Endpoint::PluginPrivileges),
-    ("GET", "/plugins/(.*)/json", |v| Endpoint::PluginInspect(one(v))),
+    ("GET", "/plugins/(.*)/json", |v| {
+        Endpoint::PluginInspect(one(v))
+    }),
     ("*", "/plugins/.*", |_| Endpoint::PluginMutate),
-    ("GET", "/distribution/(.*)/json", |v| Endpoint::Distribution(one(v))),
+    ("GET", "/distribution/(.*)/json", |v| {
+        Endpoint::Distribution(one(v))
+    }),
     ("GET", "/networks", |_| Endpoint::NetworkList),
     ("GET", "/networks/", |_| Endpoint::NetworkList),
-    ("GET", "/networks/(.+)", |v| Endpoint::NetworkInspect(one(v))),
+    ("GET", "/networks/(.+)", |v| {
+        Endpoint::NetworkInspect(one(v))
+    }),
     ("POST", "/networks/create", |_| Endpoint::NetworkCreate),
-    ("POST", "/networks/(.*)/connect", |v| Endpoint::NetworkConnect(one(v))),
-    ("POST", "/networks/(.*)/disconnect", |v| Endpoint::NetworkDisconnect(one(v))),
+    ("POST", "/networks/(.*)/connect", |v| {
+        Endpoint::NetworkConnect(one(v))
+    }),
+    ("POST", "/networks/(.*)/disconnect", |v| {
+        Endpoint::NetworkDisconnect(one(v))
+    }),
     ("POST", "/networks/prune", |_| Endpoint::NetworkPrune),
-    ("DELETE", "/networks/(.*)", |v| Endpoint::NetworkDelete(one(v))),
+    ("DELETE", "/networks/(.*)", |v| {
+        Endpoint::NetworkDelete(one(v))
+    }),
     ("*", "/debug(?:/.*)?", |_| Endpoint::Debug),
     ("POST", "/grpc", |_| Endpoint::Grpc),
 ];
@@ -340,16 +427,35 @@ struct Compiled {
 }
 
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
-    #[expect(clippy::expect_used, reason = "the table is a compile-time constant covered by tests")]
-    let shapes = TABLE.iter().map(|(_, p, _)| shape::Shape::of(p).expect("route regex compiles")).collect();
-    let mut methods: Vec<&'static str> = TABLE.iter().map(|(m, _, _)| *m).filter(|m| *m != "*").collect();
+    #[expect(
+        clippy::expect_used,
+        reason = "the table is a compile-time constant covered by tests"
+    )]
+    let shapes = TABLE
+        .iter()
+        .map(|(_, p, _)| shape::Shape::of(p).expect("route regex compiles"))
+        .collect();
+    let mut methods: Vec<&'static str> = TABLE
+        .iter()
+        .map(|(m, _, _)| *m)
+        .filter(|m| *m != "*")
+        .collect();
     methods.sort_unstable();
     methods.dedup();
     let of = |m: Option<&str>| -> Vec<usize> {
-        TABLE.iter().enumerate().filter(|(_, (tm, _, _))| *tm == "*" || Some(*tm) == m).map(|(i, _)| i).collect()
+        TABLE
+            .iter()
+            .enumerate()
+            .filter(|(_, (tm, _, _))| *tm == "*" || Some(*tm) == m)
+            .map(|(i, _)| i)
+            .collect()
     };
     let by_method = methods.iter().map(|m| (*m, of(Some(m)))).collect();
-    Compiled { shapes, by_method, any_method: of(None) }
+    Compiled {
+        shapes,
+        by_method,
+        any_method: of(None),
+    }
 });
 
 /// Classifies a canonical (decoded, clean) path and method exactly like dockerd's router.
@@ -359,27 +465,43 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
 pub fn classify(method: &str, path: &CanonicalPath) -> Route {
     let path = path.as_str();
     let c = &*COMPILED;
-    let candidates = c.by_method.iter().find(|(m, _)| *m == method).map_or(&c.any_method, |(_, v)| v);
+    let candidates = c
+        .by_method
+        .iter()
+        .find(|(m, _)| *m == method)
+        .map_or(&c.any_method, |(_, v)| v);
     let versioned = shape::split_version(path);
     // Each template is tried as the regex `^(?:/v([0-9.]+))?<template>$` would match it: with
     // the version when the rest matches, else on the whole path; the first entry wins.
     for &idx in candidates {
         let s = &c.shapes[idx];
-        let found = match versioned.and_then(|(v, rest)| s.matches(rest).map(|caps| (Some(v), caps))) {
-            Some(x) => Some(x),
-            None => s.matches(path).map(|caps| (None, caps)),
-        };
+        let found =
+            match versioned.and_then(|(v, rest)| s.matches(rest).map(|caps| (Some(v), caps))) {
+                Some(x) => Some(x),
+                None => s.matches(path).map(|caps| (None, caps)),
+            };
         let Some((v, caps)) = found else { continue };
         let version = match v {
             Some(v) => match ApiVersion::parse(v) {
                 Some(v) => Some(v),
-                None => return Route { endpoint: Endpoint::Unknown, version: None },
+                None => {
+                    return Route {
+                        endpoint: Endpoint::Unknown,
+                        version: None,
+                    };
+                }
             },
             None => None,
         };
-        return Route { endpoint: (TABLE[idx].2)(caps.as_slice()), version };
+        return Route {
+            endpoint: (TABLE[idx].2)(caps.as_slice()),
+            version,
+        };
     }
-    Route { endpoint: Endpoint::Unknown, version: None }
+    Route {
+        endpoint: Endpoint::Unknown,
+        version: None,
+    }
 }
 
 /// The regex form of the table, as it was matched before `shape`: the reference the tests
@@ -388,11 +510,17 @@ pub fn classify(method: &str, path: &CanonicalPath) -> Route {
 fn classify_by_regex(method: &str, path: &CanonicalPath) -> Route {
     use regex::{Regex, RegexSet};
     static RE: LazyLock<(RegexSet, Vec<Regex>)> = LazyLock::new(|| {
-        let pats: Vec<String> = TABLE.iter().map(|(_, p, _)| format!(r"^(?:/v([0-9.]+))?{p}$")).collect();
+        let pats: Vec<String> = TABLE
+            .iter()
+            .map(|(_, p, _)| format!(r"^(?:/v([0-9.]+))?{p}$"))
+            .collect();
         #[expect(clippy::expect_used, reason = "test-only reference")]
         let set = RegexSet::new(&pats).expect("route table regexes compile");
         #[expect(clippy::expect_used, reason = "test-only reference")]
-        let each = pats.iter().map(|p| Regex::new(p).expect("route regex compiles")).collect();
+        let each = pats
+            .iter()
+            .map(|p| Regex::new(p).expect("route regex compiles"))
+            .collect();
         (set, each)
     });
     let path = path.as_str();
@@ -401,18 +529,31 @@ fn classify_by_regex(method: &str, path: &CanonicalPath) -> Route {
         if m != "*" && m != method {
             continue;
         }
-        let Some(caps) = RE.1[idx].captures(path) else { continue };
+        let Some(caps) = RE.1[idx].captures(path) else {
+            continue;
+        };
         let version = match caps.get(1) {
             Some(v) => match ApiVersion::parse(v.as_str()) {
                 Some(v) => Some(v),
-                None => return Route { endpoint: Endpoint::Unknown, version: None },
+                None => {
+                    return Route {
+                        endpoint: Endpoint::Unknown,
+                        version: None,
+                    };
+                }
             },
             None => None,
         };
         let vars: Vec<&str> = caps.iter().skip(2).flatten().map(|m| m.as_str()).collect();
-        return Route { endpoint: build(&vars), version };
+        return Route {
+            endpoint: build(&vars),
+            version,
+        };
     }
-    Route { endpoint: Endpoint::Unknown, version: None }
+    Route {
+        endpoint: Endpoint::Unknown,
+        version: None,
+    }
 }
 
 mod shape;

@@ -23,13 +23,22 @@ impl ApiVersion {
             return None;
         }
         // INVARIANT: like Go's strconv.Atoi failing, an empty or overlong part counts as 0.
-        let parts = raw.split('.').map(|p| p.parse::<u64>().unwrap_or(0)).collect();
-        Some(Self { raw: raw.to_owned(), parts })
+        let parts = raw
+            .split('.')
+            .map(|p| p.parse::<u64>().unwrap_or(0))
+            .collect();
+        Some(Self {
+            raw: raw.to_owned(),
+            parts,
+        })
     }
 
     /// A version from major and minor numbers, for constants such as the audited window.
     pub fn new(major: u64, minor: u64) -> Self {
-        Self { raw: format!("{major}.{minor}"), parts: vec![major, minor] }
+        Self {
+            raw: format!("{major}.{minor}"),
+            parts: vec![major, minor],
+        }
     }
 
     pub fn as_str(&self) -> &str {

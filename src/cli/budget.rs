@@ -60,31 +60,58 @@ pub async fn prepare(a: &BudgetArgs, policy: &Policy, up: &Upstream) -> anyhow::
     let info = crate::proxy::facts::daemon_get(up, "/info").await;
     if a.no_cgroup_budget {
         // The daemon may be down at start-up here; the config warnings then skip version checks.
-        let version = info.ok().flatten().and_then(|j| j.as_object().and_then(|o| o.str("ServerVersion").ok().flatten().map(str::to_owned)));
+        let version = info.ok().flatten().and_then(|j| {
+            j.as_object()
+                .and_then(|o| o.str("ServerVersion").ok().flatten().map(str::to_owned))
+        });
         warn_daemon_config(a, version.as_deref().unwrap_or(""));
-        tracing::warn!("--no-cgroup-budget: containers are not held to a shared memory and pids budget");
+        tracing::warn!(
+            "--no-cgroup-budget: containers are not held to a shared memory and pids budget"
+        );
         return Ok(Budget::default());
     }
-    let info = info.context("asking the daemon for `/info` (needed for the shared budget; --no-cgroup-budget skips it)")?;
-    let info = info.as_ref().and_then(|j| j.as_object()).cloned().unwrap_or_default();
+    let info = info.context(
+        "asking the daemon for `/info` (needed for the shared budget; --no-cgroup-budget skips it)",
+    )?;
+    let info = info
+        .as_ref()
+        .and_then(|j| j.as_object())
+        .cloned()
+        .unwrap_or_default();
     let text = |k: &str| info.str(k).ok().flatten().unwrap_or_default().to_owned();
     warn_daemon_config(a, &text("ServerVersion"));
-    let layout = Layout::from_info(&text("CgroupDriver"), &text("CgroupVersion"))
-        .context("the shared budget cannot be applied; pass --no-cgroup-budget to run without it")?;
+    let layout = Layout::from_info(&text("CgroupDriver"), &text("CgroupVersion")).context(
+        "the shared budget cannot be applied; pass --no-cgroup-budget to run without it",
+    )?;
     let share = Amount::Fraction(policy.limits.share);
-    let sizes = Sizes::of(Machine::read()?, a.memory_budget.unwrap_or(share), a.pids_budget.unwrap_or(share));
-    let parent = limits::install(layout, &a.cgroup_root, &a.cgroup_name, sizes)
-        .context("the shared budget cannot be applied; pass --no-cgroup-budget to run without it")?;
-    for f in limits::daemon_config::budget_findings(std::fs::read_to_string(&a.daemon_config).ok().as_deref(), &parent) {
+    let sizes = Sizes::of(
+        Machine::read()?,
+        a.memory_budget.unwrap_or(share),
+        a.pids_budget.unwrap_or(share),
+    );
+    let parent = limits::install(layout, &a.cgroup_root, &a.cgroup_name, sizes).context(
+        "the shared budget cannot be applied; pass --no-cgroup-budget to run without it",
+    )?;
+    for f in limits::daemon_config::budget_findings(
+        std::fs::read_to_string(&a.daemon_config).ok().as_deref(),
+        &parent,
+    ) {
         tracing::error!(daemon.config = %a.daemon_config.display(), "{}", f.text);
     }
     tracing::info!(cgroup.parent = %parent, budget.memory = sizes.memory, budget.pids = sizes.pids, layout = ?layout, "shared budget in place");
-    Ok(Budget { cgroup_parent: Some(parent), memory: Some(sizes.memory), pids: Some(sizes.pids) })
+    Ok(Budget {
+        cgroup_parent: Some(parent),
+        memory: Some(sizes.memory),
+        pids: Some(sizes.pids),
+    })
 }
 
 fn warn_daemon_config(a: &BudgetArgs, server_version: &str) {
     let text = std::fs::read_to_string(&a.daemon_config).ok();
-    let major = server_version.split('.').next().and_then(|m| m.parse::<u64>().ok());
+    let major = server_version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u64>().ok());
     for f in limits::daemon_config::findings(text.as_deref(), major) {
         if f.error {
             tracing::error!(daemon.config = %a.daemon_config.display(), "{}", f.text);

@@ -10,6 +10,13 @@ pub struct RulesArgs {
 }
 
 pub fn main(a: RulesArgs) -> anyhow::Result<()> {
-    print!("{}", if a.markdown { catalogue::markdown() } else { catalogue::text() });
+    print!(
+        "{}",
+        if a.markdown {
+            catalogue::markdown()
+        } else {
+            catalogue::text()
+        }
+    );
     Ok(())
 }

@@ -512,7 +512,6 @@ async fn files(c: &Client, id: &str, op: FilesCommand, as_json: bool) -> anyhow:
     Ok(())
 }
 
-
 /// Human output: tables for lists, short lines for known shapes, JSON otherwise.
 fn print_value(v: &Value, as_json: bool) {
     if as_json {

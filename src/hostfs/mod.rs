@@ -106,15 +106,49 @@ mod tests {
         std::os::unix::fs::symlink("/", ws.join("link")).expect("symlink");
         std::os::unix::fs::symlink("data", ws.join("rel-link")).expect("symlink");
         let w = |p: &Path| p.to_str().expect("utf8").to_owned();
-        assert_eq!(resolve(&ws, &w(&ws.join("data")), &[]), HostPathFact::Inside { is_dir: true });
-        assert_eq!(resolve(&ws, &w(&ws.join("file")), &[]), HostPathFact::Inside { is_dir: false });
-        assert_eq!(resolve(&ws, &w(&ws), &[]), HostPathFact::Inside { is_dir: true });
-        assert_eq!(resolve(&ws, &w(&root.join("ws-evil")), &[]), HostPathFact::Outside);
-        assert_eq!(resolve(&ws, &format!("{}/../ws-evil", w(&ws)), &[]), HostPathFact::Outside);
-        assert_eq!(resolve(&ws, &w(&ws.join("link/etc")), &[]), HostPathFact::ThroughSymlink);
-        assert_eq!(resolve(&ws, &w(&ws.join("link")), &[]), HostPathFact::ThroughSymlink);
-        assert_eq!(resolve(&ws, &w(&ws.join("rel-link")), &[]), HostPathFact::ThroughSymlink);
-        assert_eq!(resolve(&ws, &w(&ws.join("nope/x")), &[]), HostPathFact::Missing);
-        assert_eq!(resolve(&ws, "/var/run/docker.sock", &["/var/run/docker.sock".into()]), HostPathFact::DockerSocket);
+        assert_eq!(
+            resolve(&ws, &w(&ws.join("data")), &[]),
+            HostPathFact::Inside { is_dir: true }
+        );
+        assert_eq!(
+            resolve(&ws, &w(&ws.join("file")), &[]),
+            HostPathFact::Inside { is_dir: false }
+        );
+        assert_eq!(
+            resolve(&ws, &w(&ws), &[]),
+            HostPathFact::Inside { is_dir: true }
+        );
+        assert_eq!(
+            resolve(&ws, &w(&root.join("ws-evil")), &[]),
+            HostPathFact::Outside
+        );
+        assert_eq!(
+            resolve(&ws, &format!("{}/../ws-evil", w(&ws)), &[]),
+            HostPathFact::Outside
+        );
+        assert_eq!(
+            resolve(&ws, &w(&ws.join("link/etc")), &[]),
+            HostPathFact::ThroughSymlink
+        );
+        assert_eq!(
+            resolve(&ws, &w(&ws.join("link")), &[]),
+            HostPathFact::ThroughSymlink
+        );
+        assert_eq!(
+            resolve(&ws, &w(&ws.join("rel-link")), &[]),
+            HostPathFact::ThroughSymlink
+        );
+        assert_eq!(
+            resolve(&ws, &w(&ws.join("nope/x")), &[]),
+            HostPathFact::Missing
+        );
+        assert_eq!(
+            resolve(
+                &ws,
+                "/var/run/docker.sock",
+                &["/var/run/docker.sock".into()]
+            ),
+            HostPathFact::DockerSocket
+        );
     }
 }

@@ -16,7 +16,11 @@ pub(super) fn check_root_only(dir: &Path) -> std::io::Result<()> {
     for a in dir.ancestors() {
         let m = std::fs::symlink_metadata(a)?;
         let writable_by_others = m.mode() & 0o022 != 0 && m.mode() & 0o1000 == 0;
-        if m.file_type().is_symlink() || m.uid() != 0 || (a == dir && m.mode() & 0o077 != 0) || writable_by_others {
+        if m.file_type().is_symlink()
+            || m.uid() != 0
+            || (a == dir && m.mode() & 0o077 != 0)
+            || writable_by_others
+        {
             return Err(std::io::Error::other(format!(
                 "`{}` must be a directory owned by root and writable only by root",
                 a.display()
@@ -28,8 +32,15 @@ pub(super) fn check_root_only(dir: &Path) -> std::io::Result<()> {
 
 /// Creates the pin directory (mode 0700) if needed and checks it is root's alone.
 pub(super) fn ensure_dir(dir: &Path) -> Result<(), PinError> {
-    let io = |source| PinError::Dir { path: dir.display().to_string(), source };
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io)?;
+    let io = |source| PinError::Dir {
+        path: dir.display().to_string(),
+        source,
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io)?;
     let meta = std::fs::symlink_metadata(dir).map_err(io)?;
     if !meta.is_dir() {
         return Err(io(std::io::Error::other("not a directory")));
@@ -43,7 +54,12 @@ pub(super) fn create_target(target: &Path, is_dir: bool) -> std::io::Result<()> 
     if is_dir {
         std::fs::DirBuilder::new().mode(0o700).create(target)
     } else {
-        std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(target).map(drop)
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(target)
+            .map(drop)
     }
 }
 
@@ -54,10 +70,28 @@ pub(super) fn create_target(target: &Path, is_dir: bool) -> std::io::Result<()> 
 /// through the pin.
 pub(super) fn mount_pin(fd: &OwnedFd, target: &Path) -> std::io::Result<()> {
     let src = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
-    nix::mount::mount(Some(&src), target, None::<&str>, MsFlags::MS_BIND, None::<&str>)?;
+    nix::mount::mount(
+        Some(&src),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )?;
     let harden = || -> nix::Result<()> {
-        nix::mount::mount(None::<&str>, target, None::<&str>, remount_flags(target)?, None::<&str>)?;
-        nix::mount::mount(None::<&str>, target, None::<&str>, MsFlags::MS_PRIVATE, None::<&str>)
+        nix::mount::mount(
+            None::<&str>,
+            target,
+            None::<&str>,
+            remount_flags(target)?,
+            None::<&str>,
+        )?;
+        nix::mount::mount(
+            None::<&str>,
+            target,
+            None::<&str>,
+            MsFlags::MS_PRIVATE,
+            None::<&str>,
+        )
     };
     if let Err(e) = harden() {
         let _ = nix::mount::umount2(target, MntFlags::MNT_DETACH);
@@ -84,9 +118,15 @@ fn remount_flags(target: &Path) -> nix::Result<MsFlags> {
 
 /// Removes an (unmounted) pin target: `rmdir` or `unlink`, never a recursive delete.
 pub(super) fn remove_target(path: &Path, is_dir: bool) {
-    let r = if is_dir { std::fs::remove_dir(path) } else { std::fs::remove_file(path) };
+    let r = if is_dir {
+        std::fs::remove_dir(path)
+    } else {
+        std::fs::remove_file(path)
+    };
     match r {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => tracing::warn!(pin = %path.display(), "removing pin target: {e}"),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            tracing::warn!(pin = %path.display(), "removing pin target: {e}")
+        }
         _ => {}
     }
 }
@@ -99,7 +139,10 @@ pub fn mounts_under(dir: &Path) -> Vec<String> {
         .lines()
         .filter_map(|l| l.split(' ').nth(4))
         .map(unescape)
-        .filter(|p| p.strip_prefix(&prefix).is_some_and(|rest| !rest.is_empty() && !rest.contains('/')))
+        .filter(|p| {
+            p.strip_prefix(&prefix)
+                .is_some_and(|rest| !rest.is_empty() && !rest.contains('/'))
+        })
         .collect();
     out.dedup();
     out
@@ -111,7 +154,10 @@ fn unescape(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
             out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
             i += 4;
         } else {

@@ -9,17 +9,29 @@ use nix::sys::stat::Mode;
 
 /// Opens a directory by absolute path (`O_PATH`), refusing a symlink as the last component.
 pub fn dir(path: &Path) -> nix::Result<OwnedFd> {
-    nix::fcntl::open(path, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty())
+    nix::fcntl::open(
+        path,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
 }
 
 /// Opens `rel` beneath `base` as an `O_PATH` descriptor. No component may be a symlink (a
 /// symlink as the last component is returned as itself, for the caller to refuse), and the
 /// walk can never leave `base`.
 pub fn beneath(base: BorrowedFd<'_>, rel: &Path) -> nix::Result<OwnedFd> {
-    let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+    let rel = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    };
     let how = OpenHow::new()
         .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        .resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+        );
     // EAGAIN: a concurrent rename raced the lookup; the kernel asks us to retry.
     for _ in 0..16 {
         match nix::fcntl::openat2(base, rel, how) {

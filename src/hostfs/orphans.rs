@@ -15,7 +15,9 @@ use super::state;
 /// `sources` is every mount source of every container of `upstream`.
 pub fn collect(own: &Path, upstream: &str, sources: &BTreeSet<String>) -> usize {
     let Some(parent) = own.parent() else { return 0 };
-    let Ok(rd) = std::fs::read_dir(parent) else { return 0 };
+    let Ok(rd) = std::fs::read_dir(parent) else {
+        return 0;
+    };
     let mut released = 0;
     for ent in rd.flatten() {
         let dir = ent.path();
@@ -27,7 +29,10 @@ pub fn collect(own: &Path, upstream: &str, sources: &BTreeSet<String>) -> usize 
         // INVARIANT: only directories a proxy made (its lock file exists) are touched.
         if is_dir && lock.exists() {
             released += collect_one(&dir, &lock, upstream, sources);
-        } else if !is_dir && dir.extension().is_some_and(|e| e == "lock") && !dir.with_extension("").exists() {
+        } else if !is_dir
+            && dir.extension().is_some_and(|e| e == "lock")
+            && !dir.with_extension("").exists()
+        {
             remove_stale_lock(&dir);
         }
     }
@@ -35,25 +40,41 @@ pub fn collect(own: &Path, upstream: &str, sources: &BTreeSet<String>) -> usize 
 }
 
 fn collect_one(dir: &Path, lock: &Path, upstream: &str, sources: &BTreeSet<String>) -> usize {
-    let Ok(f) = std::fs::OpenOptions::new().read(true).write(true).open(lock) else { return 0 };
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(lock)
+    else {
+        return 0;
+    };
     if f.try_lock().is_err() {
         return 0; // its proxy is alive
     }
     if super::mounts::check_root_only(dir).is_err() {
         return 0;
     }
-    let Ok((Some(up), mut pins)) = state::load(dir) else { return 0 };
+    let Ok((Some(up), mut pins)) = state::load(dir) else {
+        return 0;
+    };
     if up != upstream {
         return 0; // another daemon's containers; that daemon's proxy will see to them
     }
-    let gone: Vec<_> = pins.values().filter(|e| !sources.contains(&e.pin)).cloned().collect();
+    let gone: Vec<_> = pins
+        .values()
+        .filter(|e| !sources.contains(&e.pin))
+        .cloned()
+        .collect();
     for e in &gone {
         let p = Path::new(&e.pin);
         if p.parent() != Some(dir) {
             continue;
         }
         let _ = nix::mount::umount2(p, MntFlags::MNT_DETACH | MntFlags::UMOUNT_NOFOLLOW);
-        let _ = if e.is_dir { std::fs::remove_dir(p) } else { std::fs::remove_file(p) };
+        let _ = if e.is_dir {
+            std::fs::remove_dir(p)
+        } else {
+            std::fs::remove_file(p)
+        };
         pins.remove(&e.pin);
     }
     if let Err(e) = state::save(dir, &up, &pins) {
@@ -70,7 +91,13 @@ fn collect_one(dir: &Path, lock: &Path, upstream: &str, sources: &BTreeSet<Strin
 
 /// A lock file without its directory: removed once free.
 fn remove_stale_lock(lock: &Path) {
-    let Ok(f) = std::fs::OpenOptions::new().read(true).write(true).open(lock) else { return };
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(lock)
+    else {
+        return;
+    };
     // Removed while we hold the lock, so no proxy can be starting on it meanwhile.
     if f.try_lock().is_ok() {
         let _ = std::fs::remove_file(lock);

@@ -49,20 +49,29 @@ pub struct PinEntry {
 pub const PENDING_MAX_SECS: u64 = 600;
 
 fn now_secs() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 /// Why the pin store could not be set up or updated.
 #[derive(Debug, thiserror::Error)]
 pub enum PinError {
     #[error("pin directory `{path}`: {source}")]
-    Dir { path: String, source: std::io::Error },
+    Dir {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("pin directory `{path}` must not contain `:` or `,`")]
     BadDir { path: String },
     #[error("workspace `{path}`: {source}")]
     Workspace { path: String, source: nix::Error },
     #[error("pin state `{path}`: {source}")]
-    State { path: String, source: std::io::Error },
+    State {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("unmounting pin `{path}`: {source}")]
     Unmount { path: String, source: nix::Error },
 }
@@ -90,8 +99,10 @@ impl PinStore {
         if d.contains([':', ',']) {
             return Err(PinError::BadDir { path: d });
         }
-        let ws = open::dir(workspace)
-            .map_err(|source| PinError::Workspace { path: workspace.display().to_string(), source })?;
+        let ws = open::dir(workspace).map_err(|source| PinError::Workspace {
+            path: workspace.display().to_string(),
+            source,
+        })?;
         let lock = state::lock(dir)?;
         ensure_dir(dir)?;
         let (_, entries) = state::load(dir)?;
@@ -115,7 +126,10 @@ impl PinStore {
 
     /// Pins held now (claimed and pending): what the cap `limits.max_pins` counts.
     pub fn held(&self) -> u64 {
-        self.entries.lock().map(|m| m.len() as u64).unwrap_or(u64::MAX)
+        self.entries
+            .lock()
+            .map(|m| m.len() as u64)
+            .unwrap_or(u64::MAX)
     }
 
     /// Resolves `path` beneath the workspace and, when it is inside, pins exactly the object
@@ -123,13 +137,22 @@ impl PinStore {
     /// `Inside` with no pin means pinning failed; the policy refuses such a bind.
     pub fn pin(&self, path: &str, sockets: &[String]) -> (HostPathFact, Option<String>) {
         let (fact, opened) = super::resolve_at(self.ws.as_fd(), &self.workspace, path, sockets);
-        let Some((fd, st)) = opened else { return (fact, None) };
+        let Some((fd, st)) = opened else {
+            return (fact, None);
+        };
         let is_dir = matches!(fact, HostPathFact::Inside { is_dir: true });
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
         let target = self.dir.join(format!("{nanos:x}-{n}"));
         // Under the lock: `update` removes the directory when it holds no pin.
-        let made = self.with(|_| ensure_dir(&self.dir).map_err(std::io::Error::other).and_then(|()| create_target(&target, is_dir)));
+        let made = self.with(|_| {
+            ensure_dir(&self.dir)
+                .map_err(std::io::Error::other)
+                .and_then(|()| create_target(&target, is_dir))
+        });
         if let Err(e) = made {
             tracing::warn!(host.path = path, pin = %target.display(), "creating a pin target failed: {e}");
             return (fact, None);
@@ -143,7 +166,15 @@ impl PinStore {
             }
         }
         let pin = target.display().to_string();
-        let entry = PinEntry { pin: pin.clone(), source: super::clean(path), is_dir, container: None, dev: st.st_dev, ino: st.st_ino, created: now_secs() };
+        let entry = PinEntry {
+            pin: pin.clone(),
+            source: super::clean(path),
+            is_dir,
+            container: None,
+            dev: st.st_dev,
+            ino: st.st_ino,
+            created: now_secs(),
+        };
         self.update(|m| {
             m.insert(pin.clone(), entry);
         });
@@ -171,9 +202,17 @@ impl PinStore {
         }
         match nix::mount::umount2(path, MntFlags::MNT_DETACH | MntFlags::UMOUNT_NOFOLLOW) {
             Ok(()) | Err(nix::Error::EINVAL) | Err(nix::Error::ENOENT) => {}
-            Err(source) => return Err(PinError::Unmount { path: pin.to_owned(), source }),
+            Err(source) => {
+                return Err(PinError::Unmount {
+                    path: pin.to_owned(),
+                    source,
+                });
+            }
         }
-        remove_target(path, entry.as_ref().map(|e| e.is_dir).unwrap_or(path.is_dir()));
+        remove_target(
+            path,
+            entry.as_ref().map(|e| e.is_dir).unwrap_or(path.is_dir()),
+        );
         self.update(|m| {
             m.remove(pin);
         });
@@ -195,7 +234,12 @@ impl PinStore {
     }
 
     pub fn pins_of(&self, container: &str) -> Vec<PinEntry> {
-        self.with(|m| m.values().filter(|e| e.container.as_deref() == Some(container)).cloned().collect())
+        self.with(|m| {
+            m.values()
+                .filter(|e| e.container.as_deref() == Some(container))
+                .cloned()
+                .collect()
+        })
     }
 
     /// Takes `referenced` (pin path → container id, from the daemon's container list) as the
@@ -207,9 +251,19 @@ impl PinStore {
             for (pin, id) in referenced {
                 if let Some(e) = m.get_mut(pin) {
                     e.container = Some(id.clone());
-                } else if let (true, Ok(st)) = (mounted.contains(pin), nix::sys::stat::stat(Path::new(pin))) {
+                } else if let (true, Ok(st)) =
+                    (mounted.contains(pin), nix::sys::stat::stat(Path::new(pin)))
+                {
                     let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-                    let e = PinEntry { pin: pin.clone(), source: "(adopted)".into(), is_dir, container: Some(id.clone()), dev: st.st_dev, ino: st.st_ino, created: now_secs() };
+                    let e = PinEntry {
+                        pin: pin.clone(),
+                        source: "(adopted)".into(),
+                        is_dir,
+                        container: Some(id.clone()),
+                        dev: st.st_dev,
+                        ino: st.st_ino,
+                        created: now_secs(),
+                    };
                     m.insert(pin.clone(), e);
                 }
             }
@@ -223,7 +277,12 @@ impl PinStore {
     pub fn settled(&self) -> Vec<PinEntry> {
         let now = now_secs();
         self.with(|m| {
-            m.values().filter(|e| e.container.is_some() || now.saturating_sub(e.created) > PENDING_MAX_SECS).cloned().collect()
+            m.values()
+                .filter(|e| {
+                    e.container.is_some() || now.saturating_sub(e.created) > PENDING_MAX_SECS
+                })
+                .cloned()
+                .collect()
         })
     }
 
@@ -236,12 +295,17 @@ impl PinStore {
             if known.contains(&p) {
                 continue;
             }
-            if let Err(e) = nix::mount::umount2(Path::new(&p), MntFlags::MNT_DETACH | MntFlags::UMOUNT_NOFOLLOW) {
+            if let Err(e) = nix::mount::umount2(
+                Path::new(&p),
+                MntFlags::MNT_DETACH | MntFlags::UMOUNT_NOFOLLOW,
+            ) {
                 tracing::warn!(pin = %p, "unmounting a stray pin: {e}");
             }
         }
         let mounted = mounts_under(&self.dir);
-        let Ok(rd) = std::fs::read_dir(&self.dir) else { return };
+        let Ok(rd) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
         for ent in rd.flatten() {
             let p = ent.path();
             let s = p.display().to_string();
@@ -256,7 +320,11 @@ impl PinStore {
     /// The open goes through the pin, a root-only path, so it reaches the checked inode.
     pub fn open_root(&self, e: &PinEntry) -> nix::Result<OwnedFd> {
         let base = OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let flags = if e.is_dir { base | OFlag::O_RDONLY | OFlag::O_DIRECTORY } else { base | OFlag::O_PATH };
+        let flags = if e.is_dir {
+            base | OFlag::O_RDONLY | OFlag::O_DIRECTORY
+        } else {
+            base | OFlag::O_PATH
+        };
         let fd = nix::fcntl::open(Path::new(&e.pin), flags, Mode::empty())?;
         let st = nix::sys::stat::fstat(fd.as_fd())?;
         // INVARIANT: only the inode that was pinned is ever handed to chown-back.
@@ -267,13 +335,19 @@ impl PinStore {
     }
 
     fn with<T>(&self, f: impl FnOnce(&BTreeMap<String, PinEntry>) -> T) -> T {
-        let g = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let g = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         f(&g)
     }
 
     /// Applies `f` and records the state (`state::save`; with no pin left, the directory goes).
     fn update(&self, f: impl FnOnce(&mut BTreeMap<String, PinEntry>)) {
-        let mut g = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut g = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         f(&mut g);
         if let Err(e) = state::save(&self.dir, &self.upstream, &g) {
             tracing::warn!("{e}");
@@ -294,7 +368,6 @@ impl PinStore {
         super::orphans::collect(&self.dir, &self.upstream, sources)
     }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -317,7 +390,10 @@ mod tests {
         let pin = pin.expect("pinned");
         std::fs::rename(ws.join("data"), ws.join("data.orig")).expect("mv");
         std::os::unix::fs::symlink("/", ws.join("data")).expect("ln");
-        assert!(Path::new(&pin).join("marker").exists(), "the pin still shows the checked dir");
+        assert!(
+            Path::new(&pin).join("marker").exists(),
+            "the pin still shows the checked dir"
+        );
         assert!(!Path::new(&pin).join("etc").exists());
         assert!(mounts_under(&root.join("pins")).contains(&pin));
         let (fact2, pin2) = store.pin(&ws.join("data").display().to_string(), &[]);

@@ -35,11 +35,25 @@ pub fn lock_path(dir: &Path) -> PathBuf {
 /// Takes the directory's lock, waiting a little (another proxy's clean-up holds it briefly).
 pub fn lock(dir: &Path) -> Result<File, PinError> {
     let path = lock_path(dir);
-    let err = |source| PinError::Dir { path: path.display().to_string(), source };
+    let err = |source| PinError::Dir {
+        path: path.display().to_string(),
+        source,
+    };
     if let Some(parent) = path.parent() {
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(parent).map_err(err)?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(err)?;
     }
-    let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(&path).map_err(err)?;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(err)?;
     let t0 = Instant::now();
     loop {
         match f.try_lock() {
@@ -48,7 +62,9 @@ pub fn lock(dir: &Path) -> Result<File, PinError> {
                 std::thread::sleep(Duration::from_millis(50));
             }
             Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(err(std::io::Error::other("the pin directory is in use by another dockwarden proxy")));
+                return Err(err(std::io::Error::other(
+                    "the pin directory is in use by another dockwarden proxy",
+                )));
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(err(e)),
         }
@@ -58,7 +74,10 @@ pub fn lock(dir: &Path) -> Result<File, PinError> {
 /// Loads `state.json` (missing: no pins). Returns the recorded upstream too.
 pub fn load(dir: &Path) -> Result<(Option<String>, BTreeMap<String, PinEntry>), PinError> {
     let path = dir.join(STATE);
-    let err = |source| PinError::State { path: path.display().to_string(), source };
+    let err = |source| PinError::State {
+        path: path.display().to_string(),
+        source,
+    };
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, BTreeMap::new())),
@@ -88,11 +107,25 @@ pub fn save(dir: &Path, upstream: &str, m: &BTreeMap<String, PinEntry>) -> Resul
         let _ = std::fs::remove_dir(dir);
         return Ok(());
     }
-    let err = |source| PinError::State { path: path.display().to_string(), source };
+    let err = |source| PinError::State {
+        path: path.display().to_string(),
+        source,
+    };
     let tmp = path.with_extension("json.tmp");
-    let st = State { upstream: upstream.to_owned(), pins: m.values().cloned().collect() };
+    let st = State {
+        upstream: upstream.to_owned(),
+        pins: m.values().cloned().collect(),
+    };
     let bytes = serde_json::to_vec_pretty(&st).map_err(|e| err(std::io::Error::other(e)))?;
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp).map_err(err)?;
-    f.write_all(&bytes).and_then(|()| f.sync_all()).map_err(err)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(err)?;
+    f.write_all(&bytes)
+        .and_then(|()| f.sync_all())
+        .map_err(err)?;
     std::fs::rename(&tmp, &path).map_err(err)
 }

@@ -29,7 +29,9 @@ impl Amount {
             };
         }
         let lower = s.to_ascii_lowercase();
-        let digits_end = lower.find(|c: char| !c.is_ascii_digit()).unwrap_or(lower.len());
+        let digits_end = lower
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(lower.len());
         let (num, unit) = lower.split_at(digits_end);
         let shift = match unit.trim_end_matches("ib").trim_end_matches('b') {
             "" => 0,

@@ -6,11 +6,17 @@ use std::process::Command;
 use super::{BudgetError, Sizes};
 
 fn write(path: &Path, value: &str) -> Result<(), BudgetError> {
-    std::fs::write(path, value).map_err(|source| BudgetError::Write { path: path.to_owned(), source })
+    std::fs::write(path, value).map_err(|source| BudgetError::Write {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 fn mkdir(path: &Path) -> Result<(), BudgetError> {
-    std::fs::create_dir_all(path).map_err(|source| BudgetError::Write { path: path.to_owned(), source })
+    std::fs::create_dir_all(path).map_err(|source| BudgetError::Write {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// cgroup v1: `<root>/memory/<name>` and `<root>/pids/<name>`.
@@ -33,7 +39,10 @@ pub fn install_v1(root: &Path, name: &str, sizes: Sizes) -> Result<(), BudgetErr
     if memsw.exists() {
         write(&mem.join("memory.limit_in_bytes"), &limit)
             .and_then(|()| write(&memsw, &limit))
-            .or_else(|_| write(&memsw, &limit).and_then(|()| write(&mem.join("memory.limit_in_bytes"), &limit)))?;
+            .or_else(|_| {
+                write(&memsw, &limit)
+                    .and_then(|()| write(&mem.join("memory.limit_in_bytes"), &limit))
+            })?;
     } else {
         write(&mem.join("memory.limit_in_bytes"), &limit)?;
     }
@@ -69,7 +78,11 @@ fn enable_controllers(dir: &Path) -> Result<(), BudgetError> {
 
 /// systemd driver: a slice with `MemoryMax`/`MemoryLimit` and `TasksMax`, started so its cgroup exists.
 pub fn install_systemd(slice: &str, v2: bool, sizes: Sizes) -> Result<(), BudgetError> {
-    let mem = if v2 { format!("MemoryMax={}", sizes.memory) } else { format!("MemoryLimit={}", sizes.memory) };
+    let mem = if v2 {
+        format!("MemoryMax={}", sizes.memory)
+    } else {
+        format!("MemoryLimit={}", sizes.memory)
+    };
     let tasks = format!("TasksMax={}", sizes.pids);
     systemctl(&["set-property", "--runtime", slice, &mem, &tasks])?;
     systemctl(&["start", slice])
@@ -80,11 +93,17 @@ fn systemctl(args: &[&str]) -> Result<(), BudgetError> {
     let out = Command::new("systemctl")
         .args(args)
         .output()
-        .map_err(|e| BudgetError::Systemd { command: command.clone(), reason: e.to_string() })?;
+        .map_err(|e| BudgetError::Systemd {
+            command: command.clone(),
+            reason: e.to_string(),
+        })?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(BudgetError::Systemd { command, reason: String::from_utf8_lossy(&out.stderr).trim().to_owned() })
+        Err(BudgetError::Systemd {
+            command,
+            reason: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        })
     }
 }
 
@@ -101,9 +120,21 @@ mod tests {
         let root = tempfile::tempdir().expect("tempdir");
         let mem = root.path().join("memory/dwx");
         std::fs::create_dir_all(&mem).expect("mkdir");
-        std::fs::write(mem.join("memory.memsw.limit_in_bytes"), "9223372036854771712").expect("seed");
+        std::fs::write(
+            mem.join("memory.memsw.limit_in_bytes"),
+            "9223372036854771712",
+        )
+        .expect("seed");
         std::fs::write(mem.join("memory.use_hierarchy"), "1").expect("seed");
-        install_v1(root.path(), "dwx", Sizes { memory: 1 << 26, pids: 100 }).expect("installs");
+        install_v1(
+            root.path(),
+            "dwx",
+            Sizes {
+                memory: 1 << 26,
+                pids: 100,
+            },
+        )
+        .expect("installs");
         assert_eq!(read(&mem.join("memory.limit_in_bytes")), "67108864");
         assert_eq!(read(&mem.join("memory.memsw.limit_in_bytes")), "67108864");
         assert_eq!(read(&root.path().join("pids/dwx/pids.max")), "100");
@@ -113,7 +144,15 @@ mod tests {
     fn v2_enables_controllers_and_writes_limits() {
         let root = tempfile::tempdir().expect("tempdir");
         std::fs::write(root.path().join("cgroup.subtree_control"), "cpu").expect("seed");
-        install_v2(root.path(), "dwx", Sizes { memory: 1 << 26, pids: 100 }).expect("installs");
+        install_v2(
+            root.path(),
+            "dwx",
+            Sizes {
+                memory: 1 << 26,
+                pids: 100,
+            },
+        )
+        .expect("installs");
         assert_eq!(read(&root.path().join("dwx/memory.max")), "67108864");
         assert_eq!(read(&root.path().join("dwx/pids.max")), "100");
     }

@@ -68,7 +68,11 @@ pub fn findings(text: Option<&str>, daemon_major: Option<u64>) -> Vec<Finding> {
 /// proxy sets: `/build?version=2` on every engine, and `/grpc` on Engine 20.10.
 pub fn budget_findings(text: Option<&str>, parent: &str) -> Vec<Finding> {
     let v = text.and_then(|t| serde_json::from_str::<Value>(t).ok());
-    let set = v.as_ref().and_then(|v| field(v, "cgroup-parent")).and_then(Value::as_str).unwrap_or("");
+    let set = v
+        .as_ref()
+        .and_then(|v| field(v, "cgroup-parent"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if set == parent {
         return Vec::new();
     }
@@ -129,7 +133,9 @@ mod tests {
 
     #[test]
     fn a_daemon_cgroup_parent_other_than_the_budget_is_an_error() {
-        assert!(budget_findings(Some(r#"{"cgroup-parent":"/dockwarden"}"#), "/dockwarden").is_empty());
+        assert!(
+            budget_findings(Some(r#"{"cgroup-parent":"/dockwarden"}"#), "/dockwarden").is_empty()
+        );
         assert!(budget_findings(Some("{}"), "/dockwarden")[0].error);
         assert_eq!(budget_findings(None, "/dockwarden").len(), 1);
     }

@@ -18,12 +18,20 @@ pub use amount::Amount;
 #[derive(Debug, thiserror::Error)]
 pub enum BudgetError {
     #[error("writing `{path}`: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("reading `{path}`: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("`{path}` does not enforce limits on child cgroups (memory.use_hierarchy is 0)")]
     NoHierarchy { path: PathBuf },
-    #[error("the daemon reports cgroup driver `{driver}` version `{version}`, which the budget does not support")]
+    #[error(
+        "the daemon reports cgroup driver `{driver}` version `{version}`, which the budget does not support"
+    )]
     Unsupported { driver: String, version: String },
     #[error("`{command}` failed: {reason}")]
     Systemd { command: String, reason: String },
@@ -43,7 +51,10 @@ pub struct Machine {
 impl Machine {
     pub fn read() -> Result<Self, BudgetError> {
         let read = |p: &str| {
-            std::fs::read_to_string(p).map_err(|source| BudgetError::Read { path: PathBuf::from(p), source })
+            std::fs::read_to_string(p).map_err(|source| BudgetError::Read {
+                path: PathBuf::from(p),
+                source,
+            })
         };
         let meminfo = read("/proc/meminfo")?;
         let kb = meminfo
@@ -53,7 +64,10 @@ impl Machine {
             .unwrap_or(0);
         let num = |p: &str| read(p).map(|s| s.trim().parse::<u64>().unwrap_or(0));
         let max_tasks = num("/proc/sys/kernel/pid_max")?.min(num("/proc/sys/kernel/threads-max")?);
-        Ok(Self { mem_total: kb * 1024, max_tasks })
+        Ok(Self {
+            mem_total: kb * 1024,
+            max_tasks,
+        })
     }
 }
 
@@ -66,7 +80,10 @@ pub struct Sizes {
 
 impl Sizes {
     pub fn of(machine: Machine, memory: Amount, pids: Amount) -> Self {
-        Self { memory: memory.resolve(machine.mem_total), pids: pids.resolve(machine.max_tasks) }
+        Self {
+            memory: memory.resolve(machine.mem_total),
+            pids: pids.resolve(machine.max_tasks),
+        }
     }
 }
 
@@ -87,18 +104,32 @@ impl Layout {
             ("cgroupfs", "2") => Ok(Self::CgroupfsV2),
             ("systemd", "1" | "") => Ok(Self::SystemdV1),
             ("systemd", "2") => Ok(Self::SystemdV2),
-            _ => Err(BudgetError::Unsupported { driver: driver.to_owned(), version: version.to_owned() }),
+            _ => Err(BudgetError::Unsupported {
+                driver: driver.to_owned(),
+                version: version.to_owned(),
+            }),
         }
     }
 }
 
 /// Creates (or re-limits) the parent cgroup `name` and returns the `CgroupParent` value that
 /// places a container under it. `root` is the cgroup mount (`/sys/fs/cgroup`).
-pub fn install(layout: Layout, root: &std::path::Path, name: &str, sizes: Sizes) -> Result<String, BudgetError> {
+pub fn install(
+    layout: Layout,
+    root: &std::path::Path,
+    name: &str,
+    sizes: Sizes,
+) -> Result<String, BudgetError> {
     // `/` nests the budget under a parent (a workspace's own cgroup); no empty or dot segment.
-    let segment_ok = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    let segment_ok = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    };
     let nested = name.contains('/');
-    if !name.split('/').all(segment_ok) || (nested && matches!(layout, Layout::SystemdV1 | Layout::SystemdV2)) {
+    if !name.split('/').all(segment_ok)
+        || (nested && matches!(layout, Layout::SystemdV1 | Layout::SystemdV2))
+    {
         return Err(BudgetError::BadName(name.to_owned()));
     }
     match layout {

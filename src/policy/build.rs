@@ -12,8 +12,8 @@
 //! error at start-up when it can see that they are not set.
 
 use super::catalogue::Rule;
-use super::{Denial, Permitted, Policy, Request};
 pub use super::profile::prune_decision;
+use super::{Denial, Permitted, Policy, Request};
 
 pub const RULES: &[Rule] = &[
     Rule {
@@ -49,21 +49,46 @@ const CLIENT_SESSION: &str = "client-session";
 pub fn decide_build(req: &Request, policy: &Policy) -> Result<Permitted, Denial> {
     let q = &req.query;
     // A private daemon's user networks are judged with their facts (`profile::check_build_network`).
-    let refused = |m: &&str| !NETWORK_MODES.contains(m) && !super::profile::build_user_network_allowed(m, policy);
+    let refused = |m: &&str| {
+        !NETWORK_MODES.contains(m) && !super::profile::build_user_network_allowed(m, policy)
+    };
     if let Some(m) = q.all("networkmode").into_iter().find(refused) {
-        return Err(Denial::new("build.network", format!("build network mode `{m}` is not allowed")));
+        return Err(Denial::new(
+            "build.network",
+            format!("build network mode `{m}` is not allowed"),
+        ));
     }
     if let Some(c) = q.all("cgroupparent").into_iter().find(|c| !c.is_empty()) {
-        return Err(Denial::new("build.cgroup_parent", format!("build cgroup parent `{c}` is not allowed")));
+        return Err(Denial::new(
+            "build.cgroup_parent",
+            format!("build cgroup parent `{c}` is not allowed"),
+        ));
     }
-    if let Some(r) = q.all("remote").into_iter().find(|r| !r.is_empty() && *r != CLIENT_SESSION) {
-        return Err(Denial::new("build.remote", format!("building from remote context `{r}` is not allowed")));
+    if let Some(r) = q
+        .all("remote")
+        .into_iter()
+        .find(|r| !r.is_empty() && *r != CLIENT_SESSION)
+    {
+        return Err(Denial::new(
+            "build.remote",
+            format!("building from remote context `{r}` is not allowed"),
+        ));
     }
-    if let Some(i) = q.all("isolation").into_iter().find(|i| !i.is_empty() && !i.eq_ignore_ascii_case("default")) {
-        return Err(Denial::new("build.option", format!("build isolation `{i}` is not allowed")));
+    if let Some(i) = q
+        .all("isolation")
+        .into_iter()
+        .find(|i| !i.is_empty() && !i.eq_ignore_ascii_case("default"))
+    {
+        return Err(Denial::new(
+            "build.option",
+            format!("build isolation `{i}` is not allowed"),
+        ));
     }
     if let Some(s) = q.all("securityopt").into_iter().find(|s| !s.is_empty()) {
-        return Err(Denial::new("build.option", format!("build security option `{s}` is not allowed")));
+        return Err(Denial::new(
+            "build.option",
+            format!("build security option `{s}` is not allowed"),
+        ));
     }
     Ok(Permitted::allow(req))
 }
@@ -88,21 +113,34 @@ mod tests {
             body: None,
             has_body: true,
         };
-        decide_build(&req, &Policy::default_policy()).err().map(|d| d.rule)
+        decide_build(&req, &Policy::default_policy())
+            .err()
+            .map(|d| d.rule)
     }
 
     #[test]
     fn default_builds_are_allowed() {
-        for q in ["t=x&dockerfile=Dockerfile", "networkmode=default", "networkmode=none", "networkmode=bridge", "remote=client-session&version=2",
-            "extrahosts=db:10.0.0.1&buildargs=%7B%22A%22%3A%22b%22%7D&platform=linux/amd64&shmsize=67108864&isolation=default"]
-        {
+        for q in [
+            "t=x&dockerfile=Dockerfile",
+            "networkmode=default",
+            "networkmode=none",
+            "networkmode=bridge",
+            "remote=client-session&version=2",
+            "extrahosts=db:10.0.0.1&buildargs=%7B%22A%22%3A%22b%22%7D&platform=linux/amd64&shmsize=67108864&isolation=default",
+        ] {
             assert_eq!(check(q), None, "{q}");
         }
     }
 
     #[test]
     fn rejects_host_and_container_network_in_build() {
-        for q in ["networkmode=host", "networkmode=container:abc", "networkmode=mynet", "networkmode=Host", "networkmode=bridge&networkmode=host"] {
+        for q in [
+            "networkmode=host",
+            "networkmode=container:abc",
+            "networkmode=mynet",
+            "networkmode=Host",
+            "networkmode=bridge&networkmode=host",
+        ] {
             assert_eq!(check(q), Some("build.network"), "{q}");
         }
     }
@@ -110,9 +148,15 @@ mod tests {
     #[test]
     fn rejects_cgroup_parent_remote_and_odd_options() {
         assert_eq!(check("cgroupparent=/"), Some("build.cgroup_parent"));
-        assert_eq!(check("remote=https://example.com/ctx.tar"), Some("build.remote"));
+        assert_eq!(
+            check("remote=https://example.com/ctx.tar"),
+            Some("build.remote")
+        );
         assert_eq!(check("remote=git://example.com/repo"), Some("build.remote"));
         assert_eq!(check("isolation=hyperv"), Some("build.option"));
-        assert_eq!(check("securityopt=seccomp=unconfined"), Some("build.option"));
+        assert_eq!(
+            check("securityopt=seccomp=unconfined"),
+            Some("build.option")
+        );
     }
 }

@@ -119,7 +119,8 @@ impl Policy {
     /// The embedded default.
     pub fn default_policy() -> Self {
         // INVARIANT: the embedded file is validated by a unit test.
-        Self::from_toml(DEFAULT_POLICY).unwrap_or_else(|e| panic!("embedded policy is invalid: {e}"))
+        Self::from_toml(DEFAULT_POLICY)
+            .unwrap_or_else(|e| panic!("embedded policy is invalid: {e}"))
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
@@ -141,7 +142,11 @@ impl Policy {
         if !(1..=65_536).contains(&self.limits.max_pins) {
             return bad("`limits.max_pins` must be between 1 and 65536");
         }
-        let loopback = self.ports.bind_address.parse::<std::net::IpAddr>().map(|ip| ip.is_loopback());
+        let loopback = self
+            .ports
+            .bind_address
+            .parse::<std::net::IpAddr>()
+            .map(|ip| ip.is_loopback());
         if loopback != Ok(true) {
             return bad("`ports.bind_address` must be a loopback address");
         }
@@ -149,9 +154,14 @@ impl Policy {
             return bad(&format!("`sysctls.net` entry `{p}` is not a `net.` sysctl"));
         }
         if let Some(p) = self.sysctls.ipc.iter().find(|p| !Sysctls::ipc_only(p)) {
-            return bad(&format!("`sysctls.ipc` entry `{p}` is not an IPC-namespace sysctl"));
+            return bad(&format!(
+                "`sysctls.ipc` entry `{p}` is not an IPC-namespace sysctl"
+            ));
         }
-        if self.network.min_mtu < 68 || self.network.max_mtu > 65535 || self.network.min_mtu > self.network.max_mtu {
+        if self.network.min_mtu < 68
+            || self.network.max_mtu > 65535
+            || self.network.min_mtu > self.network.max_mtu
+        {
             return bad("`network.min_mtu`..`network.max_mtu` must lie within 68..65535");
         }
         Ok(())
@@ -170,13 +180,17 @@ mod tests {
 
     #[test]
     fn a_policy_cannot_publish_on_a_public_address() {
-        let text = DEFAULT_POLICY.replace("bind_address = \"127.0.0.1\"", "bind_address = \"0.0.0.0\"");
+        let text =
+            DEFAULT_POLICY.replace("bind_address = \"127.0.0.1\"", "bind_address = \"0.0.0.0\"");
         assert!(Policy::from_toml(&text).is_err());
     }
 
     #[test]
     fn sysctl_lists_hold_only_namespaced_names() {
-        let net = DEFAULT_POLICY.replace(r#"net = ["net.*"]"#, r#"net = ["net.*", "kernel.core_pattern"]"#);
+        let net = DEFAULT_POLICY.replace(
+            r#"net = ["net.*"]"#,
+            r#"net = ["net.*", "kernel.core_pattern"]"#,
+        );
         assert!(Policy::from_toml(&net).is_err());
         for bad in ["kernel.*", "kernel.s*", "kernel.sem*", "fs.*"] {
             let ipc = DEFAULT_POLICY.replace(r#"ipc = ["#, &format!(r#"ipc = ["{bad}", "#));
@@ -190,9 +204,17 @@ mod tests {
     #[test]
     fn profile_defaults_and_parses() {
         assert_eq!(Policy::default_policy().profile, Profile::Default);
-        let p = Policy::from_toml(&DEFAULT_POLICY.replace("profile = \"default\"", "profile = \"private-daemon\"")).expect("parses");
+        let p = Policy::from_toml(
+            &DEFAULT_POLICY.replace("profile = \"default\"", "profile = \"private-daemon\""),
+        )
+        .expect("parses");
         assert_eq!(p.profile, Profile::PrivateDaemon);
-        assert!(Policy::from_toml(&DEFAULT_POLICY.replace("profile = \"default\"", "profile = \"open\"")).is_err());
+        assert!(
+            Policy::from_toml(
+                &DEFAULT_POLICY.replace("profile = \"default\"", "profile = \"open\"")
+            )
+            .is_err()
+        );
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! The exhaustive per-endpoint decision: every [`Endpoint`] variant appears in each `match`
 //! below with no wildcard arm, so a new endpoint does not compile until it is classified.
 
-use super::{build, container, effective, kind, limits, network, pins, profile, volume};
 use super::{BodyNeed, Denial, FactQuery, Facts, Permitted, Policy, Request};
+use super::{build, container, effective, kind, limits, network, pins, profile, volume};
 use crate::api::route::Endpoint as E;
 use crate::api::version::ApiVersion;
 
@@ -65,10 +65,16 @@ fn deny(rule: &'static str, msg: &str) -> Result<Permitted, Denial> {
 
 fn check_version(req: &Request, policy: &Policy) -> Result<(), Denial> {
     // A path without a version prefix has nothing to compare (and the floor is not parsed).
-    let Some(v) = &req.route.version else { return Ok(()) };
-    let floor = ApiVersion::parse(&policy.min_api_version).unwrap_or_else(|| ApiVersion::new(1, 24));
+    let Some(v) = &req.route.version else {
+        return Ok(());
+    };
+    let floor =
+        ApiVersion::parse(&policy.min_api_version).unwrap_or_else(|| ApiVersion::new(1, 24));
     if v.less_than(&floor) {
-        return Err(Denial::new("api.version", format!("API version `{v}` is older than the supported minimum `{floor}`")));
+        return Err(Denial::new(
+            "api.version",
+            format!("API version `{v}` is older than the supported minimum `{floor}`"),
+        ));
     }
     Ok(())
 }
@@ -117,11 +123,15 @@ pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted
                 .map_err(|d| kind::annotate(req, d))
                 .and_then(|p| network::check_endpoints(req, facts, policy).map(|()| eff.note(p)))
         }),
-        E::ContainerUpdate(_) => {
-            container::check_foreign(req, facts, policy).and_then(|()| container::decide_update(req, facts, policy))
+        E::ContainerUpdate(_) => container::check_foreign(req, facts, policy)
+            .and_then(|()| container::decide_update(req, facts, policy)),
+        E::ExecCreate(_) => {
+            container::check_foreign(req, facts, policy).and_then(|()| container::decide_exec(req))
         }
-        E::ExecCreate(_) => container::check_foreign(req, facts, policy).and_then(|()| container::decide_exec(req)),
-        E::ContainerCopy(_) => deny("container.copy_legacy", "the legacy copy endpoint is not available"),
+        E::ContainerCopy(_) => deny(
+            "container.copy_legacy",
+            "the legacy copy endpoint is not available",
+        ),
         E::ImageList
         | E::ImageSearch
         | E::ImageGetAll
@@ -134,7 +144,10 @@ pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted
         | E::ImageTag(_)
         | E::ImageDelete(_) => allow(),
         E::ImageCreate => match req.query.get("fromSrc") {
-            Some(src) if src != "-" => deny("image.import_url", "importing an image from a URL is not allowed"),
+            Some(src) if src != "-" => deny(
+                "image.import_url",
+                "importing an image from a URL is not allowed",
+            ),
             _ => allow(),
         },
         E::ContainerPrune | E::ImagePrune | E::VolumePrune | E::NetworkPrune | E::BuildPrune => {
@@ -145,32 +158,51 @@ pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted
         E::VolumeList | E::VolumeInspect(_) | E::VolumeDelete(_) => allow(),
         E::VolumeCreate => volume::decide_create(req, facts, policy),
         E::VolumeUpdate(_) => deny("system.swarm", "cluster volumes belong to swarm mode"),
-        E::Build | E::BuildCancel => {
-            build::decide_build(req, policy).and_then(|p| profile::check_build_network(req, facts, policy).map(|()| p))
-        }
+        E::Build | E::BuildCancel => build::decide_build(req, policy)
+            .and_then(|p| profile::check_build_network(req, facts, policy).map(|()| p)),
         E::Session | E::Grpc => build::decide_buildkit(req),
         E::Swarm => deny("system.swarm", "swarm mode is not available"),
         // Leaving a swarm the daemon is not in, and reading an inactive swarm, grant nothing:
         // the daemon gives its own answer (503). On a daemon in a swarm they stay refused.
         E::SwarmLeave | E::SwarmRead => match facts.swarm_state.as_deref() {
             Some("inactive") => allow(),
-            Some(_) => deny("system.swarm", "the daemon is part of a swarm, and swarm mode is not available"),
+            Some(_) => deny(
+                "system.swarm",
+                "the daemon is part of a swarm, and swarm mode is not available",
+            ),
             None => deny("system.swarm", "the daemon's swarm state was not looked up"),
         },
         E::PluginList | E::PluginInspect(_) | E::PluginPrivileges => allow(),
-        E::PluginMutate => deny("system.plugin", "installing or changing plugins is not allowed"),
-        E::Distribution(_) => deny("system.distribution", "distribution inspection is not available"),
+        E::PluginMutate => deny(
+            "system.plugin",
+            "installing or changing plugins is not allowed",
+        ),
+        E::Distribution(_) => deny(
+            "system.distribution",
+            "distribution inspection is not available",
+        ),
         E::CheckpointList(_) | E::CheckpointCreate(_) | E::CheckpointDelete(_, _) => {
             deny("system.checkpoint", "checkpoints are not available")
         }
-        E::NetworkList | E::NetworkInspect(_) | E::NetworkDisconnect(_) | E::NetworkDelete(_) => allow(),
+        E::NetworkList | E::NetworkInspect(_) | E::NetworkDisconnect(_) | E::NetworkDelete(_) => {
+            allow()
+        }
         E::NetworkCreate => network::decide_create(req, facts, policy),
         E::NetworkConnect(_) => network::decide_connect(req, facts, policy),
-        E::Debug => deny("system.debug", "the daemon's debug endpoints are not available"),
+        E::Debug => deny(
+            "system.debug",
+            "the daemon's debug endpoints are not available",
+        ),
         E::Unknown => deny("route.unknown", "this endpoint is not available"),
     }
     .and_then(|p| limits::apply(req, facts, policy, p))
     // INVARIANT: the pin rewrite is the last change to a create body, so no later rewrite can
     // put an unpinned workspace path back.
-    .and_then(|p| if req.route.endpoint == E::ContainerCreate { pins::apply(req, facts, policy, p) } else { Ok(p) })
+    .and_then(|p| {
+        if req.route.endpoint == E::ContainerCreate {
+            pins::apply(req, facts, policy, p)
+        } else {
+            Ok(p)
+        }
+    })
 }

@@ -18,8 +18,16 @@ pub fn annotate(req: &Request, mut d: Denial) -> Denial {
 }
 
 fn is_kind_node(req: &Request) -> bool {
-    let Some(Json::Object(body)) = &req.body else { return false };
+    let Some(Json::Object(body)) = &req.body else {
+        return false;
+    };
     let image = body.str("Image").ok().flatten().unwrap_or("");
-    let labelled = body.str_map("Labels").ok().flatten().unwrap_or_default().iter().any(|(k, _)| k == KIND_LABEL);
+    let labelled = body
+        .str_map("Labels")
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+        .iter()
+        .any(|(k, _)| k == KIND_LABEL);
     labelled || image.starts_with(KIND_IMAGE) || image.contains(&format!("/{KIND_IMAGE}"))
 }

@@ -39,7 +39,12 @@ pub const RULES: &[Rule] = &[
 ];
 
 /// Applies limit checks and rewrites to a request the other rules allowed.
-pub fn apply(req: &Request, facts: &Facts, policy: &Policy, p: Permitted) -> Result<Permitted, Denial> {
+pub fn apply(
+    req: &Request,
+    facts: &Facts,
+    policy: &Policy,
+    p: Permitted,
+) -> Result<Permitted, Denial> {
     match &req.route.endpoint {
         Endpoint::ContainerCreate => apply_create(req, facts, policy, p),
         Endpoint::ContainerUpdate(_) => {
@@ -59,11 +64,19 @@ fn current_body(req: &Request, p: &Permitted) -> Result<Object, Denial> {
     match p.body().or(req.body.as_ref()) {
         None | Some(Json::Null) => Ok(Object::new()),
         Some(Json::Object(o)) => Ok(o.clone()),
-        Some(_) => Err(Denial::new("request.body.invalid", "the body must be a JSON object")),
+        Some(_) => Err(Denial::new(
+            "request.body.invalid",
+            "the body must be a JSON object",
+        )),
     }
 }
 
-fn apply_create(req: &Request, facts: &Facts, policy: &Policy, mut p: Permitted) -> Result<Permitted, Denial> {
+fn apply_create(
+    req: &Request,
+    facts: &Facts,
+    policy: &Policy,
+    mut p: Permitted,
+) -> Result<Permitted, Denial> {
     check_count(facts.container_count, policy.limits.max_containers)?;
     {
         let empty = Object::new();
@@ -71,12 +84,19 @@ fn apply_create(req: &Request, facts: &Facts, policy: &Policy, mut p: Permitted)
         let hc = match body {
             Some(Json::Object(o)) => o.object("HostConfig")?.unwrap_or(&empty),
             None | Some(Json::Null) => &empty,
-            Some(_) => return Err(Denial::new("request.body.invalid", "the body must be a JSON object")),
+            Some(_) => {
+                return Err(Denial::new(
+                    "request.body.invalid",
+                    "the body must be a JSON object",
+                ));
+            }
         };
         check_resources(hc, &facts.env)?;
         check_cgroup_parent(hc, &facts.env)?;
     }
-    let Some(parent) = &facts.env.cgroup_parent else { return Ok(p) };
+    let Some(parent) = &facts.env.cgroup_parent else {
+        return Ok(p);
+    };
     p.edit_body(req, |body| {
         match body.get_mut("HostConfig") {
             Some(Json::Object(hc)) => hc.set("CgroupParent", Json::String(parent.clone())),
@@ -88,7 +108,10 @@ fn apply_create(req: &Request, facts: &Facts, policy: &Policy, mut p: Permitted)
         }
         Ok(())
     })?;
-    Ok(p.rewrite("limits.cgroup_parent", format!("CgroupParent set to `{parent}`")))
+    Ok(p.rewrite(
+        "limits.cgroup_parent",
+        format!("CgroupParent set to `{parent}`"),
+    ))
 }
 
 /// The rule of the container cap (the proxy recounts before a refusal by it stands,
@@ -98,10 +121,16 @@ pub const CONTAINERS_RULE: &str = "limits.containers";
 fn check_count(count: Option<u64>, max: u64) -> Result<(), Denial> {
     let rule = CONTAINERS_RULE;
     match count {
-        None => Err(Denial::new(rule, "the daemon's containers could not be counted")),
-        Some(n) if n >= max => {
-            Err(Denial::new(rule, format!("the daemon already has {n} containers and the limit is {max}; remove one to create another")))
-        }
+        None => Err(Denial::new(
+            rule,
+            "the daemon's containers could not be counted",
+        )),
+        Some(n) if n >= max => Err(Denial::new(
+            rule,
+            format!(
+                "the daemon already has {n} containers and the limit is {max}; remove one to create another"
+            ),
+        )),
         Some(_) => Ok(()),
     }
 }
@@ -111,7 +140,10 @@ fn check_cgroup_parent(o: &Object, env: &Environment) -> Result<(), Denial> {
     match o.str("CgroupParent")? {
         None | Some("") => Ok(()),
         Some(c) if env.cgroup_parent.as_deref() == Some(c) => Ok(()),
-        Some(c) => Err(Denial::new("limits.cgroup_parent", format!("cgroup parent `{c}` is not allowed"))),
+        Some(c) => Err(Denial::new(
+            "limits.cgroup_parent",
+            format!("cgroup parent `{c}` is not allowed"),
+        )),
     }
 }
 
@@ -123,14 +155,19 @@ fn check_resources(o: &Object, env: &Environment) -> Result<(), Denial> {
     {
         return Err(Denial::new(
             "limits.memory",
-            format!("memory limit `{m}` bytes is larger than the {budget} bytes all containers share"),
+            format!(
+                "memory limit `{m}` bytes is larger than the {budget} bytes all containers share"
+            ),
         ));
     }
     if let (Some(n), Some(budget)) = (o.int("PidsLimit")?, env.pids_budget)
         && n > 0
         && n.unsigned_abs() > budget
     {
-        return Err(Denial::new("limits.pids", format!("pids limit `{n}` is larger than the {budget} processes all containers share")));
+        return Err(Denial::new(
+            "limits.pids",
+            format!("pids limit `{n}` is larger than the {budget} processes all containers share"),
+        ));
     }
     Ok(())
 }
@@ -138,10 +175,15 @@ fn check_resources(o: &Object, env: &Environment) -> Result<(), Denial> {
 /// Classic-builder RUN containers go under the parent cgroup too (BuildKit ignores the
 /// parameter and runs steps in the daemon's own cgroup; see `docs/limits.md`).
 fn apply_build(req: &Request, env: &Environment, p: Permitted) -> Permitted {
-    let Some(parent) = &env.cgroup_parent else { return p };
+    let Some(parent) = &env.cgroup_parent else {
+        return p;
+    };
     let mut q = p.query().cloned().unwrap_or_else(|| req.query.clone());
     q.set("cgroupparent", parent);
-    p.with_query(q).rewrite("limits.cgroup_parent", format!("build cgroupparent set to `{parent}`"))
+    p.with_query(q).rewrite(
+        "limits.cgroup_parent",
+        format!("build cgroupparent set to `{parent}`"),
+    )
 }
 
 #[cfg(test)]
@@ -154,7 +196,8 @@ mod tests {
 
     fn req(path: &str, body: &str) -> Request {
         let (p, q) = path.split_once('?').unwrap_or((path, ""));
-        let body = (!body.is_empty()).then(|| crate::api::json::parse(body.as_bytes()).expect("json"));
+        let body =
+            (!body.is_empty()).then(|| crate::api::json::parse(body.as_bytes()).expect("json"));
         Request {
             method: "POST".into(),
             route: route::classify("POST", &CanonicalPath::parse(p).expect("path")),
@@ -171,7 +214,11 @@ mod tests {
             pids_budget: Some(100),
             ..Environment::default()
         };
-        Facts { env: env.into(), container_count: Some(count), ..Facts::default() }
+        Facts {
+            env: env.into(),
+            container_count: Some(count),
+            ..Facts::default()
+        }
     }
 
     fn run(path: &str, body: &str, f: &Facts) -> Verdict {
@@ -180,24 +227,51 @@ mod tests {
 
     #[test]
     fn the_65th_container_is_refused_with_a_way_out() {
-        let Verdict::Deny(d) = run("/containers/create", r#"{"Image":"x"}"#, &budget_facts(64)) else { panic!("allowed") };
+        let Verdict::Deny(d) = run("/containers/create", r#"{"Image":"x"}"#, &budget_facts(64))
+        else {
+            panic!("allowed")
+        };
         assert_eq!(d.rule, "limits.containers");
-        assert!(d.client_message().contains("docker rm"), "{}", d.client_message());
-        assert!(matches!(run("/containers/create", r#"{"Image":"x"}"#, &budget_facts(63)), Verdict::Allow(_)));
-        let uncounted = Facts { container_count: None, ..budget_facts(0) };
-        assert!(matches!(run("/containers/create", r#"{"Image":"x"}"#, &uncounted), Verdict::Deny(_)));
+        assert!(
+            d.client_message().contains("docker rm"),
+            "{}",
+            d.client_message()
+        );
+        assert!(matches!(
+            run("/containers/create", r#"{"Image":"x"}"#, &budget_facts(63)),
+            Verdict::Allow(_)
+        ));
+        let uncounted = Facts {
+            container_count: None,
+            ..budget_facts(0)
+        };
+        assert!(matches!(
+            run("/containers/create", r#"{"Image":"x"}"#, &uncounted),
+            Verdict::Deny(_)
+        ));
     }
 
     #[test]
     fn create_is_placed_under_the_parent_cgroup() {
-        let Verdict::Allow(p) = run("/containers/create", r#"{"Image":"x","HostConfig":{"Memory":1048576}}"#, &budget_facts(0)) else {
+        let Verdict::Allow(p) = run(
+            "/containers/create",
+            r#"{"Image":"x","HostConfig":{"Memory":1048576}}"#,
+            &budget_facts(0),
+        ) else {
             panic!("denied")
         };
         let body = p.body().and_then(Json::as_object).expect("rewritten body");
-        let hc = body.object("HostConfig").expect("object").expect("HostConfig");
+        let hc = body
+            .object("HostConfig")
+            .expect("object")
+            .expect("HostConfig");
         assert_eq!(hc.str("CgroupParent").expect("string"), Some("/dwbudget"));
         assert_eq!(hc.int("Memory").expect("int"), Some(1048576));
-        assert!(p.rewrites().iter().any(|r| r.rule == "limits.cgroup_parent"));
+        assert!(
+            p.rewrites()
+                .iter()
+                .any(|r| r.rule == "limits.cgroup_parent")
+        );
     }
 
     #[test]
@@ -207,12 +281,24 @@ mod tests {
             Verdict::Deny(d) => Some(d.rule),
             Verdict::Allow(_) => None,
         };
-        assert_eq!(deny(r#"{"HostConfig":{"Memory":134217728}}"#), Some("limits.memory"));
-        assert_eq!(deny(r#"{"HostConfig":{"PidsLimit":1000}}"#), Some("limits.pids"));
+        assert_eq!(
+            deny(r#"{"HostConfig":{"Memory":134217728}}"#),
+            Some("limits.memory")
+        );
+        assert_eq!(
+            deny(r#"{"HostConfig":{"PidsLimit":1000}}"#),
+            Some("limits.pids")
+        );
         assert_eq!(deny(r#"{"HostConfig":{"PidsLimit":-1}}"#), None);
         // The container rules refuse a client's CgroupParent first; this module is the backstop.
-        assert!(deny(r#"{"HostConfig":{"CgroupParent":"/"}}"#).is_some_and(|r| r.ends_with("cgroup_parent")));
-        let env = Environment { cgroup_parent: Some("/dwbudget".into()), ..Environment::default() };
+        assert!(
+            deny(r#"{"HostConfig":{"CgroupParent":"/"}}"#)
+                .is_some_and(|r| r.ends_with("cgroup_parent"))
+        );
+        let env = Environment {
+            cgroup_parent: Some("/dwbudget".into()),
+            ..Environment::default()
+        };
         let hc = crate::api::json::parse(br#"{"CgroupParent":"/"}"#).expect("json");
         let err = check_cgroup_parent(hc.as_object().expect("object"), &env).expect_err("refused");
         assert_eq!(err.rule, "limits.cgroup_parent");
@@ -236,8 +322,13 @@ mod tests {
 
     #[test]
     fn builds_run_under_the_parent_cgroup() {
-        let Verdict::Allow(p) = run("/build?t=x", "", &budget_facts(0)) else { panic!("denied") };
-        assert_eq!(p.query().and_then(|q| q.get("cgroupparent")), Some("/dwbudget"));
+        let Verdict::Allow(p) = run("/build?t=x", "", &budget_facts(0)) else {
+            panic!("denied")
+        };
+        assert_eq!(
+            p.query().and_then(|q| q.get("cgroupparent")),
+            Some("/dwbudget")
+        );
         assert_eq!(p.query().and_then(|q| q.get("t")), Some("x"));
     }
 }

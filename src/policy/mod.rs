@@ -58,7 +58,10 @@ pub struct Denial {
 
 impl Denial {
     pub fn new(rule: &'static str, message: impl Into<String>) -> Self {
-        Self { rule, message: message.into() }
+        Self {
+            rule,
+            message: message.into(),
+        }
     }
 
     /// The hint from the rule catalogue.
@@ -72,7 +75,10 @@ impl Denial {
         if hint.is_empty() {
             format!("dockwarden: {} (rule {})", self.message, self.rule)
         } else {
-            format!("dockwarden: {} (rule {}): {}", self.message, self.rule, hint)
+            format!(
+                "dockwarden: {} (rule {}): {}",
+                self.message, self.rule, hint
+            )
         }
     }
 }
@@ -133,7 +139,10 @@ impl Permitted {
         }
         match &mut self.body {
             Some(Json::Object(o)) => f(o),
-            _ => Err(Denial::new("request.body.invalid", "the body must be a JSON object")),
+            _ => Err(Denial::new(
+                "request.body.invalid",
+                "the body must be a JSON object",
+            )),
         }
     }
 
@@ -142,8 +151,15 @@ impl Permitted {
         self
     }
 
-    pub(in crate::policy) fn rewrite(mut self, rule: &'static str, what: impl Into<String>) -> Self {
-        self.rewrites.push(Rewrite { rule, what: what.into() });
+    pub(in crate::policy) fn rewrite(
+        mut self,
+        rule: &'static str,
+        what: impl Into<String>,
+    ) -> Self {
+        self.rewrites.push(Rewrite {
+            rule,
+            what: what.into(),
+        });
         self
     }
 

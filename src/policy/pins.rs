@@ -64,7 +64,12 @@ pub fn check_count(sources: usize, policy: &super::Policy) -> Result<(), Denial>
 /// Replaces every bind source beneath the workspace (and every source the container rules
 /// asked to pin) with its pin, and records one `PinBindSource` effect per pinned source so
 /// the proxy knows which pins the forwarded request uses. Must be the last body rewrite.
-pub fn apply(req: &Request, facts: &Facts, policy: &super::Policy, mut p: Permitted) -> Result<Permitted, Denial> {
+pub fn apply(
+    req: &Request,
+    facts: &Facts,
+    policy: &super::Policy,
+    mut p: Permitted,
+) -> Result<Permitted, Denial> {
     if !matches!(p.body().or(req.body.as_ref()), Some(Json::Object(_))) {
         return Ok(p);
     }
@@ -78,27 +83,32 @@ pub fn apply(req: &Request, facts: &Facts, policy: &super::Policy, mut p: Permit
     let ws = facts.env.workspace.trim_end_matches('/');
     let env = &facts.env;
     // The proxy's own socket (which Docker-socket binds are rewritten to) is never pinned.
-    let socket = |k: &str| k == env.proxy_socket || env.daemon_sockets.iter().any(|s| clean(s) == k);
-    let beneath = |k: &str| !socket(k) && !ws.is_empty() && (k == ws || k.strip_prefix(ws).is_some_and(|r| r.starts_with('/')));
+    let socket =
+        |k: &str| k == env.proxy_socket || env.daemon_sockets.iter().any(|s| clean(s) == k);
+    let beneath = |k: &str| {
+        !socket(k)
+            && !ws.is_empty()
+            && (k == ws || k.strip_prefix(ws).is_some_and(|r| r.starts_with('/')))
+    };
     let mut pinned: Vec<(String, String)> = Vec::new();
     let mut failed: Option<String> = None;
     // INVARIANT: on a denial `p` is dropped; without a pin the visit leaves every value as it was.
     p.edit_body(req, |body| {
         visit(body, &mut |src| {
-        let key = clean(src);
-        if !(asked.contains(&key) || beneath(&key)) {
-            return None;
-        }
-        match facts.pins.get(&key) {
-            Some(pin) => {
-                pinned.push((key, pin.clone()));
-                Some(pin.clone())
+            let key = clean(src);
+            if !(asked.contains(&key) || beneath(&key)) {
+                return None;
             }
-            None => {
-                failed.get_or_insert_with(|| src.to_owned());
-                None
+            match facts.pins.get(&key) {
+                Some(pin) => {
+                    pinned.push((key, pin.clone()));
+                    Some(pin.clone())
+                }
+                None => {
+                    failed.get_or_insert_with(|| src.to_owned());
+                    None
+                }
             }
-        }
         });
         Ok(())
     })?;
@@ -111,12 +121,18 @@ pub fn apply(req: &Request, facts: &Facts, policy: &super::Policy, mut p: Permit
         if held + new.len() as u64 > max {
             return Err(Denial::new(
                 "container.bind.pin_limit",
-                format!("the workspace holds {held} bind pins and this create needs {} more; at most {max} are allowed", new.len()),
+                format!(
+                    "the workspace holds {held} bind pins and this create needs {} more; at most {max} are allowed",
+                    new.len()
+                ),
             ));
         }
     }
     if let Some(src) = failed {
-        return Err(Denial::new("container.bind.pin_failed", format!("bind source `{src}` could not be pinned")));
+        return Err(Denial::new(
+            "container.bind.pin_failed",
+            format!("bind source `{src}` could not be pinned"),
+        ));
     }
     if pinned.is_empty() {
         return Ok(p);
@@ -125,7 +141,9 @@ pub fn apply(req: &Request, facts: &Facts, policy: &super::Policy, mut p: Permit
     pinned.dedup();
     for (src, pin) in pinned {
         if !asked.contains(&src) {
-            p = p.effect(Effect::PinBindSource { host_path: src.clone() });
+            p = p.effect(Effect::PinBindSource {
+                host_path: src.clone(),
+            });
         }
         p = p.rewrite("container.bind.pin", format!("`{src}` → `{pin}`"));
     }
@@ -178,13 +196,20 @@ fn visit_scope(hc: &mut Object, f: &mut dyn FnMut(&str) -> Option<String>) {
 /// `src:dst[:mode]`, split like the daemon (`strings.SplitN(spec, ":", 4)`); an absolute
 /// `src` is a host bind.
 fn rewrite_bind(b: &Json, f: &mut dyn FnMut(&str) -> Option<String>) -> Json {
-    let Json::String(spec) = b else { return b.clone() };
+    let Json::String(spec) = b else {
+        return b.clone();
+    };
     let parts: Vec<&str> = spec.splitn(4, ':').collect();
     if !(2..=3).contains(&parts.len()) || !parts[0].starts_with('/') {
         return b.clone();
     }
     match f(parts[0]) {
-        Some(pin) => Json::String(std::iter::once(pin.as_str()).chain(parts[1..].iter().copied()).collect::<Vec<_>>().join(":")),
+        Some(pin) => Json::String(
+            std::iter::once(pin.as_str())
+                .chain(parts[1..].iter().copied())
+                .collect::<Vec<_>>()
+                .join(":"),
+        ),
         None => b.clone(),
     }
 }
@@ -215,7 +240,10 @@ mod tests {
     fn req(body: &str) -> Request {
         Request {
             method: "POST".into(),
-            route: Route { endpoint: Endpoint::ContainerCreate, version: None },
+            route: Route {
+                endpoint: Endpoint::ContainerCreate,
+                version: None,
+            },
             query: Query::parse(None).expect("query"),
             body: Some(crate::api::json::parse(body.as_bytes()).expect("json")),
             has_body: true,
@@ -225,7 +253,10 @@ mod tests {
     fn facts(pins: &[(&str, &str)]) -> Facts {
         let mut f = Facts::default();
         std::sync::Arc::make_mut(&mut f.env).workspace = "/ws".into();
-        f.pins = pins.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        f.pins = pins
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
         f
     }
 
@@ -236,15 +267,27 @@ mod tests {
     #[test]
     fn a_create_naming_more_bind_sources_than_the_pin_cap_is_refused_before_any_fact() {
         let binds: Vec<String> = (0..513).map(|i| format!("\"/ws/d{i}:/m{i}\"")).collect();
-        let r = req(&format!(r#"{{"HostConfig":{{"Binds":[{}]}}}}"#, binds.join(",")));
+        let r = req(&format!(
+            r#"{{"HostConfig":{{"Binds":[{}]}}}}"#,
+            binds.join(",")
+        ));
         let d = crate::policy::needs(&r, &pol()).expect_err("refused at needs");
         assert_eq!(d.rule, "container.bind.pin_limit");
         let at_cap: Vec<String> = (0..512).map(|i| format!("\"/ws/d{i}:/m{i}\"")).collect();
-        let r = req(&format!(r#"{{"HostConfig":{{"Binds":[{}]}}}}"#, at_cap.join(",")));
-        assert!(crate::policy::needs(&r, &pol()).is_ok(), "512 distinct sources are allowed");
+        let r = req(&format!(
+            r#"{{"HostConfig":{{"Binds":[{}]}}}}"#,
+            at_cap.join(",")
+        ));
+        assert!(
+            crate::policy::needs(&r, &pol()).is_ok(),
+            "512 distinct sources are allowed"
+        );
         // The same source named 600 times is one pin.
         let same: Vec<String> = (0..600).map(|i| format!("\"/ws/d:/m{i}\"")).collect();
-        let r = req(&format!(r#"{{"HostConfig":{{"Binds":[{}]}}}}"#, same.join(",")));
+        let r = req(&format!(
+            r#"{{"HostConfig":{{"Binds":[{}]}}}}"#,
+            same.join(",")
+        ));
         assert!(crate::policy::needs(&r, &pol()).is_ok());
     }
 
@@ -253,7 +296,10 @@ mod tests {
         let r = req(r#"{"HostConfig":{"Binds":["/ws/a:/x","/ws/b:/y"]}}"#);
         let mut f = facts(&[("/ws/a", "/pins/1"), ("/ws/b", "/pins/2")]);
         f.pins_in_use = Some(510);
-        assert!(apply(&r, &f, &pol(), Permitted::allow(&r)).is_ok(), "510 + 2 = the cap");
+        assert!(
+            apply(&r, &f, &pol(), Permitted::allow(&r)).is_ok(),
+            "510 + 2 = the cap"
+        );
         f.pins_in_use = Some(511);
         let d = apply(&r, &f, &pol(), Permitted::allow(&r)).expect_err("511 + 2 is past the cap");
         assert_eq!(d.rule, "container.bind.pin_limit");
@@ -265,15 +311,33 @@ mod tests {
 
     #[test]
     fn binds_and_mounts_in_every_scope_are_replaced_by_their_pins() {
-        let r = req(r#"{"Binds":["/ws/a:/x"],"HostConfig":{"Binds":["/ws/./a:/d:ro,z","vol:/v","/outside:/o"],"Mounts":[{"Type":"bind","Source":"/ws/f","Target":"/f"},{"Type":"volume","Source":"/ws/f","Target":"/g"}]}}"#);
+        let r = req(
+            r#"{"Binds":["/ws/a:/x"],"HostConfig":{"Binds":["/ws/./a:/d:ro,z","vol:/v","/outside:/o"],"Mounts":[{"Type":"bind","Source":"/ws/f","Target":"/f"},{"Type":"volume","Source":"/ws/f","Target":"/g"}]}}"#,
+        );
         let f = facts(&[("/ws/a", "/pins/1"), ("/ws/f", "/pins/2")]);
-        assert_eq!(needs(&r), vec![FactQuery::HostPath("/outside".into()), FactQuery::HostPath("/ws/a".into()), FactQuery::HostPath("/ws/f".into())]);
+        assert_eq!(
+            needs(&r),
+            vec![
+                FactQuery::HostPath("/outside".into()),
+                FactQuery::HostPath("/ws/a".into()),
+                FactQuery::HostPath("/ws/f".into())
+            ]
+        );
         let p = apply(&r, &f, &pol(), Permitted::allow(&r)).expect("allowed");
         let out = forwarded(&p);
         assert!(out.contains(r#""Binds":["/pins/1:/x"]"#), "{out}");
-        assert!(out.contains(r#""Binds":["/pins/1:/d:ro,z","vol:/v","/outside:/o"]"#), "{out}");
-        assert!(out.contains(r#"{"Type":"bind","Source":"/pins/2","Target":"/f"}"#), "{out}");
-        assert!(out.contains(r#"{"Type":"volume","Source":"/ws/f","Target":"/g"}"#), "{out}");
+        assert!(
+            out.contains(r#""Binds":["/pins/1:/d:ro,z","vol:/v","/outside:/o"]"#),
+            "{out}"
+        );
+        assert!(
+            out.contains(r#"{"Type":"bind","Source":"/pins/2","Target":"/f"}"#),
+            "{out}"
+        );
+        assert!(
+            out.contains(r#"{"Type":"volume","Source":"/ws/f","Target":"/g"}"#),
+            "{out}"
+        );
         assert_eq!(p.effects().len(), 2);
         assert!(p.rewrites().iter().all(|w| w.rule == "container.bind.pin"));
     }
@@ -290,8 +354,13 @@ mod tests {
     #[test]
     fn a_source_the_container_rules_asked_to_pin_must_have_a_pin() {
         let r = req(r#"{"HostConfig":{"Binds":["/elsewhere:/d"]}}"#);
-        let p = Permitted::allow(&r).effect(Effect::PinBindSource { host_path: "/elsewhere".into() });
-        assert_eq!(apply(&r, &facts(&[]), &pol(), p).expect_err("refused").rule, "container.bind.pin_failed");
+        let p = Permitted::allow(&r).effect(Effect::PinBindSource {
+            host_path: "/elsewhere".into(),
+        });
+        assert_eq!(
+            apply(&r, &facts(&[]), &pol(), p).expect_err("refused").rule,
+            "container.bind.pin_failed"
+        );
     }
 
     #[test]
@@ -300,7 +369,10 @@ mod tests {
         let mut f = facts(&[]);
         std::sync::Arc::make_mut(&mut f.env).proxy_socket = "/ws/docker.sock".into();
         let p = apply(&r, &f, &pol(), Permitted::allow(&r)).expect("allowed");
-        assert!(p.body().is_none_or(|b| Some(b) == r.body.as_ref()), "body unchanged");
+        assert!(
+            p.body().is_none_or(|b| Some(b) == r.body.as_ref()),
+            "body unchanged"
+        );
         assert!(p.rewrites().is_empty());
     }
 

@@ -15,7 +15,10 @@ fn user_network(mode: &str) -> bool {
 pub fn prune_decision(policy: &Policy) -> Result<(), Denial> {
     match policy.profile {
         Profile::PrivateDaemon => Ok(()),
-        Profile::Default => Err(Denial::new("system.prune", "prune acts on every object of the daemon and is not allowed")),
+        Profile::Default => Err(Denial::new(
+            "system.prune",
+            "prune acts on every object of the daemon and is not allowed",
+        )),
     }
 }
 
@@ -44,9 +47,18 @@ pub fn needs_build(req: &Request, policy: &Policy) -> Vec<FactQuery> {
 /// On a private daemon, a user network a build names must pass the rules a container joining
 /// it would (`network::check_joinable`), refused as `build.network`.
 pub fn check_build_network(req: &Request, facts: &Facts, policy: &Policy) -> Result<(), Denial> {
-    for m in req.query.all("networkmode").into_iter().filter(|m| build_user_network_allowed(m, policy)) {
-        super::network::check_joinable(m, facts, policy)
-            .map_err(|d| Denial::new("build.network", format!("build network `{m}`: {}", d.message)))?;
+    for m in req
+        .query
+        .all("networkmode")
+        .into_iter()
+        .filter(|m| build_user_network_allowed(m, policy))
+    {
+        super::network::check_joinable(m, facts, policy).map_err(|d| {
+            Denial::new(
+                "build.network",
+                format!("build network `{m}`: {}", d.message),
+            )
+        })?;
     }
     Ok(())
 }

@@ -27,16 +27,28 @@ pub const RULES: &[Rule] = &[
 
 /// Checks local-driver options; the error is the message for the caller's rule.
 pub(crate) fn check_local_options(opts: &[(String, String)]) -> Result<(), String> {
-    let get = |k: &str| opts.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+    let get = |k: &str| {
+        opts.iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    };
     let (ty, o, dev) = (get("type"), get("o"), get("device"));
     if ty.is_none() && o.is_none() && dev.is_none() {
         return Ok(());
     }
-    let tmpfs = ty == Some("tmpfs") && dev == Some("tmpfs") && o.unwrap_or("").split(',').filter(|x| !x.is_empty()).all(tmpfs_option_ok);
+    let tmpfs = ty == Some("tmpfs")
+        && dev == Some("tmpfs")
+        && o.unwrap_or("")
+            .split(',')
+            .filter(|x| !x.is_empty())
+            .all(tmpfs_option_ok);
     if tmpfs {
         return Ok(());
     }
-    let shown = |v: Option<&str>| v.map(|s| format!("`{s}`")).unwrap_or_else(|| "unset".into());
+    let shown = |v: Option<&str>| {
+        v.map(|s| format!("`{s}`"))
+            .unwrap_or_else(|| "unset".into())
+    };
     Err(format!(
         "local volume options type={} o={} device={} are not allowed",
         shown(ty),
@@ -53,14 +65,25 @@ pub fn decide_create(req: &Request, _facts: &Facts, _policy: &Policy) -> Result<
     let body = match &req.body {
         None | Some(Json::Null) => return Ok(Permitted::allow(req)),
         Some(Json::Object(o)) => o,
-        Some(_) => return Err(Denial::new("request.body.invalid", "the body must be a JSON object")),
+        Some(_) => {
+            return Err(Denial::new(
+                "request.body.invalid",
+                "the body must be a JSON object",
+            ));
+        }
     };
     let driver = body.str("Driver")?.unwrap_or("");
     if !(driver.is_empty() || driver == "local") {
-        return Err(Denial::new("volume.driver", format!("volume driver `{driver}` is not allowed")));
+        return Err(Denial::new(
+            "volume.driver",
+            format!("volume driver `{driver}` is not allowed"),
+        ));
     }
     if body.field("ClusterVolumeSpec").is_some() {
-        return Err(Denial::new("volume.driver", "cluster volumes are not allowed"));
+        return Err(Denial::new(
+            "volume.driver",
+            "cluster volumes are not allowed",
+        ));
     }
     let opts = body.str_map("DriverOpts")?.unwrap_or_default();
     check_local_options(&opts).map_err(|m| Denial::new("volume.options", m))?;

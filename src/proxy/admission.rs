@@ -21,7 +21,10 @@ pub struct Creates {
 
 impl Default for Creates {
     fn default() -> Self {
-        Creates { lock: Mutex::new(()), pending: watch::Sender::new(0) }
+        Creates {
+            lock: Mutex::new(()),
+            pending: watch::Sender::new(0),
+        }
     }
 }
 
@@ -49,7 +52,10 @@ impl Creates {
     /// Waits until no create is pending. Call with the lock held, so no other is admitted
     /// meanwhile; pending ones never need the lock to finish.
     pub async fn settled(&self) {
-        tracing::debug!(creates.pending = self.pending(), "a refusal by the container cap waits for the pending creates");
+        tracing::debug!(
+            creates.pending = self.pending(),
+            "a refusal by the container cap waits for the pending creates"
+        );
         let mut rx = self.pending.subscribe();
         // The sender lives in `self`: the channel cannot close while this borrows it.
         let _ = rx.wait_for(|n| *n == 0).await;
@@ -95,7 +101,10 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(!waiter.is_finished(), "one create pending");
         drop(b);
-        tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("settled").expect("task");
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("settled")
+            .expect("task");
         assert_eq!(c.pending(), 0);
         drop(held);
     }

@@ -50,19 +50,30 @@ impl AuditLog {
     }
 
     pub fn file(path: &std::path::Path) -> std::io::Result<Self> {
-        let f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
         Ok(Self::new(Box::new(f)))
     }
 
     fn new(w: Box<dyn Write + Send>) -> Self {
-        Self { out: Mutex::new(Out { w, line: Vec::with_capacity(1024) }) }
+        Self {
+            out: Mutex::new(Out {
+                w,
+                line: Vec::with_capacity(1024),
+            }),
+        }
     }
 
     /// Writes one line with one `write` (the file is unbuffered). A record that cannot be
     /// written is an error the caller must act on: an allowed request is then refused, never
     /// forwarded unaudited (`ProxyError::Audit`).
     pub fn write(&self, rec: &Record<'_>) -> Result<(), AuditError> {
-        let mut out = self.out.lock().map_err(|_| AuditError("the audit writer panicked earlier".into()))?;
+        let mut out = self
+            .out
+            .lock()
+            .map_err(|_| AuditError("the audit writer panicked earlier".into()))?;
         let Out { w, line } = &mut *out;
         line.clear();
         // Into the reused buffer: no allocation per record. Serialising these plain fields
@@ -92,7 +103,11 @@ pub struct Timestamp(std::time::Duration);
 
 impl Timestamp {
     pub fn now() -> Self {
-        Self(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default())
+        Self(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default(),
+        )
     }
 
     /// The 24 bytes of `2026-12-01T20:15:43.123Z`, digit by digit: `format!` with eight
@@ -138,7 +153,6 @@ impl std::fmt::Display for Timestamp {
     }
 }
 
-
 /// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -159,7 +173,11 @@ mod tests {
         let t = super::Timestamp::now().to_string();
         assert_eq!(t.len(), 24, "{t}");
         let b = t.as_bytes();
-        assert_eq!((b[4], b[7], b[10], b[13], b[16], b[19], b[23]), (b'-', b'-', b'T', b':', b':', b'.', b'Z'), "{t}");
+        assert_eq!(
+            (b[4], b[7], b[10], b[13], b[16], b[19], b[23]),
+            (b'-', b'-', b'T', b':', b':', b'.', b'Z'),
+            "{t}"
+        );
         assert!(t.starts_with("20"), "{t}");
     }
 
@@ -173,7 +191,11 @@ mod tests {
     fn a_record_is_one_json_line_with_its_fields_in_order() {
         let rec = super::Record {
             time: super::Timestamp(std::time::Duration::from_millis(1_764_620_143_123)),
-            peer: super::Peer { uid: Some(1000), gid: None, pid: Some(-1) },
+            peer: super::Peer {
+                uid: Some(1000),
+                gid: None,
+                pid: Some(-1),
+            },
             method: "POST",
             path: "/containers/create?name=\"a\nb\u{1}\u{e9}",
             api_version: Some("1.41"),
@@ -211,13 +233,19 @@ mod tests {
             rewrites: Vec::new(),
         };
         // `/dev/full` answers every write with ENOSPC, like a full disk.
-        let full = super::AuditLog::file(std::path::Path::new("/dev/full")).expect("open /dev/full");
-        let err = full.write(&rec).expect_err("a full destination is an error");
+        let full =
+            super::AuditLog::file(std::path::Path::new("/dev/full")).expect("open /dev/full");
+        let err = full
+            .write(&rec)
+            .expect_err("a full destination is an error");
         assert!(err.to_string().contains("No space left"), "{err}");
         let dir = tempfile::tempdir().expect("tempdir");
         let ok = super::AuditLog::file(&dir.path().join("a.log")).expect("open");
         ok.write(&rec).expect("written");
         let text = std::fs::read_to_string(dir.path().join("a.log")).expect("read");
-        assert!(text.ends_with("\"decision\":\"allow\",\"rules\":[],\"rewrites\":[]}\n"), "{text}");
+        assert!(
+            text.ends_with("\"decision\":\"allow\",\"rules\":[],\"rewrites\":[]}\n"),
+            "{text}"
+        );
     }
 }

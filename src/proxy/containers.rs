@@ -310,7 +310,10 @@ mod tests {
         // A look-up that started after the event is stored.
         let (_, generation) = c.cached("web");
         c.store("web", &fact("foreign-id"), generation);
-        assert_eq!(c.cached("web").0.map(|f| f.id).as_deref(), Some("foreign-id"));
+        assert_eq!(
+            c.cached("web").0.map(|f| f.id).as_deref(),
+            Some("foreign-id")
+        );
     }
 
     #[test]
@@ -332,7 +335,10 @@ mod tests {
             assert_eq!(c.cached("web").0.is_some(), name_kept, "{action}: `web`");
             assert_eq!(c.cached("db").0.is_some(), name_kept, "{action}: `db`");
             assert_eq!(c.cached("other-id").0.is_some(), other_id_kept, "{action}");
-            assert!(c.cached("own-id").0.is_some(), "{action}: an ID still names its container");
+            assert!(
+                c.cached("own-id").0.is_some(),
+                "{action}: an ID still names its container"
+            );
             // An event about the container itself drops its ID's facts too.
             c.invalidate(action, "own-id");
             assert!(c.cached("own-id").0.is_none(), "{action}: its own event");

@@ -59,6 +59,9 @@ pub fn json_error(status: StatusCode, message: &str) -> Response<ProxyBody> {
     let body = serde_json::json!({ "message": message }).to_string();
     let mut resp = Response::new(Full::new(Bytes::from(body)).map_err(|e| match e {}).boxed());
     *resp.status_mut() = status;
-    resp.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
     resp
 }

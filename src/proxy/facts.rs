@@ -10,8 +10,8 @@ use super::containers::Containers;
 use super::upstream::{self, Upstream};
 use crate::api::json::{self, Json};
 use crate::hostfs::PinStore;
-use crate::policy::facts::{ContainerFact, Facts, ImageFact, NetworkFact, VolumeFact};
 use crate::policy::FactQuery;
+use crate::policy::facts::{ContainerFact, Facts, ImageFact, NetworkFact, VolumeFact};
 
 /// Why a fact could not be gathered; the request is refused (never allowed) when this happens.
 #[derive(Debug, thiserror::Error)]
@@ -23,37 +23,62 @@ pub enum FactError {
 /// Percent-encodes one path segment for a daemon look-up.
 fn seg(s: &str) -> String {
     s.bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~:".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~:".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
         .collect()
 }
 
 /// GETs a daemon path. `Ok(None)` is a 404.
 pub async fn daemon_get(up: &Upstream, path: &str) -> Result<Option<Json>, FactError> {
-    let err = |reason: String| FactError::Daemon { what: path.to_owned(), reason };
+    let err = |reason: String| FactError::Daemon {
+        what: path.to_owned(),
+        reason,
+    };
     let uri = upstream::uri(path).map_err(|e| err(e.to_string()))?;
-    let req = http::Request::get(uri).body(body::empty()).map_err(|e| err(e.to_string()))?;
+    let req = http::Request::get(uri)
+        .body(body::empty())
+        .map_err(|e| err(e.to_string()))?;
     let resp = up.request(req).await.map_err(|e| err(e.to_string()))?;
     let status = resp.status();
-    let bytes = resp.into_body().collect().await.map_err(|e| err(e.to_string()))?.to_bytes();
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| err(e.to_string()))?
+        .to_bytes();
     if status == http::StatusCode::NOT_FOUND {
         return Ok(None);
     }
     if !status.is_success() {
         return Err(err(format!("status {status}")));
     }
-    json::parse(&bytes).map(Some).map_err(|e| err(e.to_string()))
+    json::parse(&bytes)
+        .map(Some)
+        .map_err(|e| err(e.to_string()))
 }
 
 fn str_pairs(o: Option<&json::Object>, field: &str) -> Vec<(String, String)> {
-    o.and_then(|o| o.str_map(field).ok().flatten()).unwrap_or_default()
+    o.and_then(|o| o.str_map(field).ok().flatten())
+        .unwrap_or_default()
 }
 
 fn text(o: Option<&json::Object>, field: &str) -> String {
-    o.and_then(|o| o.str(field).ok().flatten()).unwrap_or_default().to_owned()
+    o.and_then(|o| o.str(field).ok().flatten())
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// Inspects a container (or takes the cached inspect), and says whether this proxy made it.
-async fn container_fact(up: &Upstream, known: Option<&Containers>, r: &str) -> Result<Option<ContainerFact>, FactError> {
+async fn container_fact(
+    up: &Upstream,
+    known: Option<&Containers>,
+    r: &str,
+) -> Result<Option<ContainerFact>, FactError> {
     let (cached, generation) = known.map(|k| k.cached(r)).unwrap_or((None, 0));
     let fact = match cached {
         Some(f) => Some(f),
@@ -71,7 +96,13 @@ async fn container_fact(up: &Upstream, known: Option<&Containers>, r: &str) -> R
                     .unwrap_or_default()
                     .iter()
                     .filter(|m| m.str("Type").ok().flatten() == Some("volume"))
-                    .filter_map(|m| m.str("Name").ok().flatten().filter(|n| !n.is_empty()).map(str::to_owned))
+                    .filter_map(|m| {
+                        m.str("Name")
+                            .ok()
+                            .flatten()
+                            .filter(|n| !n.is_empty())
+                            .map(str::to_owned)
+                    })
                     .collect(),
             });
             if let (Some(k), Some(f)) = (known, &fact) {
@@ -115,7 +146,10 @@ pub async fn gather(
                     None => (crate::hostfs::resolve(Path::new(&ws), &p2, &sockets), None),
                 })
                 .await
-                .map_err(|e| FactError::Daemon { what: p.clone(), reason: e.to_string() })?;
+                .map_err(|e| FactError::Daemon {
+                    what: p.clone(),
+                    reason: e.to_string(),
+                })?;
                 if let Some(pin) = pin {
                     facts.pins.insert(crate::hostfs::clean(&p), pin);
                 }
@@ -130,7 +164,10 @@ pub async fn gather(
                     Some(c) => Some(c),
                     None => {
                         let v = daemon_get(up, &format!("/exec/{}/json", seg(&id))).await?;
-                        let cid = v.as_ref().and_then(Json::as_object).map(|o| text(Some(o), "ContainerID"));
+                        let cid = v
+                            .as_ref()
+                            .and_then(Json::as_object)
+                            .map(|o| text(Some(o), "ContainerID"));
                         if let (Some(k), Some(c)) = (known, &cid) {
                             k.store_exec(&id, c);
                         }
@@ -164,7 +201,11 @@ pub async fn gather(
                 let fact = v.as_ref().and_then(Json::as_object).map(|o| {
                     let cfg = o.object("Config").ok().flatten();
                     let ports = cfg.and_then(|c| c.object("ExposedPorts").ok().flatten());
-                    ImageFact { exposed_ports: ports.map(|p| p.entries().map(|(k, _)| k.to_owned()).collect()).unwrap_or_default() }
+                    ImageFact {
+                        exposed_ports: ports
+                            .map(|p| p.entries().map(|(k, _)| k.to_owned()).collect())
+                            .unwrap_or_default(),
+                    }
                 });
                 facts.images.insert(r, fact);
             }
@@ -172,24 +213,46 @@ pub async fn gather(
                 let v = daemon_get(up, "/containers/json?all=1").await?;
                 let n = match v {
                     Some(Json::Array(a)) => a.len() as u64,
-                    _ => return Err(FactError::Daemon { what: "container count".into(), reason: "unexpected answer".into() }),
+                    _ => {
+                        return Err(FactError::Daemon {
+                            what: "container count".into(),
+                            reason: "unexpected answer".into(),
+                        });
+                    }
                 };
                 facts.container_count = Some(n);
             }
             FactQuery::SwarmState => {
                 let info = daemon_get(up, "/info").await?;
-                let state = info.as_ref().and_then(Json::as_object).and_then(|o| o.object("Swarm").ok().flatten()).map(|s| text(Some(s), "LocalNodeState"));
+                let state = info
+                    .as_ref()
+                    .and_then(Json::as_object)
+                    .and_then(|o| o.object("Swarm").ok().flatten())
+                    .map(|s| text(Some(s), "LocalNodeState"));
                 facts.swarm_state = Some(state.unwrap_or_default());
             }
             // Surface issue: the host's routes, for network subnets.
             FactQuery::HostRoutes => {
                 // The daemon's namespace, not the proxy's; `daemon_sockets[0]` is the upstream
                 // socket (`cli::proxy`).
-                let socket = facts.env.daemon_sockets.first().cloned().unwrap_or_default();
-                let routes = tokio::task::spawn_blocking(move || crate::hostnet::daemon_routes(Path::new(&socket)))
-                    .await
-                    .map_err(|e| FactError::Daemon { what: "host routes".into(), reason: e.to_string() })?
-                    .map_err(|e| FactError::Daemon { what: "host routes".into(), reason: e.to_string() })?;
+                let socket = facts
+                    .env
+                    .daemon_sockets
+                    .first()
+                    .cloned()
+                    .unwrap_or_default();
+                let routes = tokio::task::spawn_blocking(move || {
+                    crate::hostnet::daemon_routes(Path::new(&socket))
+                })
+                .await
+                .map_err(|e| FactError::Daemon {
+                    what: "host routes".into(),
+                    reason: e.to_string(),
+                })?
+                .map_err(|e| FactError::Daemon {
+                    what: "host routes".into(),
+                    reason: e.to_string(),
+                })?;
                 facts.host_routes = Some(routes);
             }
         }

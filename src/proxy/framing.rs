@@ -52,14 +52,21 @@ pub struct Tracker {
 
 impl Tracker {
     pub fn new(verdicts: Verdicts) -> Self {
-        Self { state: State::Head(Vec::new()), index: 0, verdicts }
+        Self {
+            state: State::Head(Vec::new()),
+            index: 0,
+            verdicts,
+        }
     }
 
     pub fn feed(&mut self, mut data: &[u8]) {
         while !data.is_empty() {
             data = match &mut self.state {
                 State::Done => return,
-                State::Head(buf) if buf.is_empty() && let Some(end) = whole_head(data) => {
+                State::Head(buf)
+                    if buf.is_empty()
+                        && let Some(end) = whole_head(data) =>
+                {
                     // The whole head in this read: parsed where it lies, not copied.
                     self.state = self.on_head(&data[..end]);
                     &data[end..]
@@ -145,7 +152,9 @@ impl Tracker {
         // was a measurable part of the watcher's cost).
         let mut hs = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; 128];
         let mut req = httparse::Request::new(&mut []);
-        let Ok(httparse::Status::Complete(_)) = req.parse_with_uninit_headers(head, &mut hs) else { return State::Done };
+        let Ok(httparse::Status::Complete(_)) = req.parse_with_uninit_headers(head, &mut hs) else {
+            return State::Done;
+        };
         let (mut cls, mut first_cl, mut tes, mut upgrade) = (0usize, None, 0, false);
         for h in req.headers.iter() {
             if h.name.eq_ignore_ascii_case("content-length") {
@@ -168,7 +177,10 @@ impl Tracker {
         }
         let len = match first_cl {
             None => 0,
-            Some(v) => match std::str::from_utf8(v).ok().and_then(|s| s.trim().parse::<u64>().ok()) {
+            Some(v) => match std::str::from_utf8(v)
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+            {
                 Some(n) => n,
                 None => return State::Done,
             },
@@ -245,7 +257,11 @@ pub struct Watched<T> {
 
 impl<T> Watched<T> {
     pub fn new(inner: T, verdicts: Verdicts) -> Self {
-        Self { inner, tracker: Tracker::new(verdicts), scratch: vec![0u8; SCRATCH] }
+        Self {
+            inner,
+            tracker: Tracker::new(verdicts),
+            scratch: vec![0u8; SCRATCH],
+        }
     }
 
     /// The connection itself, for a tunnel after a protocol switch (nothing left to watch).
@@ -255,7 +271,11 @@ impl<T> Watched<T> {
 }
 
 impl<T: Read + Unpin> Read for Watched<T> {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, mut buf: ReadBufCursor<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         // Inside a body (an upload) hyper asks for more than 16 KiB at a time: let it have up to
         // 256 KiB per read, so a `docker cp` or build context moves in large frames. Back at a
@@ -284,7 +304,11 @@ impl<T: Read + Unpin> Read for Watched<T> {
 }
 
 impl<T: Write + Unpin> Write for Watched<T> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
     }
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -114,7 +114,10 @@ async fn call(
                 return status_response(PERMISSION_DENIED, &d.client_message());
             }
             if let Err(e) = audit("would-deny", vec![d.rule], Vec::new()) {
-                return status_response(UNAVAILABLE, &format!("dockwarden: {e}; the call was not forwarded"));
+                return status_response(
+                    UNAVAILABLE,
+                    &format!("dockwarden: {e}; the call was not forwarded"),
+                );
             }
             audited = true;
             tracing::warn!(rule.id = d.rule, grpc.method = %method, "DRY RUN: would deny, forwarding anyway: {}", d.message);
@@ -155,7 +158,10 @@ async fn call(
                 }
                 Err(Refusal::Denied(d)) => {
                     if let Err(e) = audit("would-deny", vec![d.rule], Vec::new()) {
-                        return status_response(UNAVAILABLE, &format!("dockwarden: {e}; the call was not forwarded"));
+                        return status_response(
+                            UNAVAILABLE,
+                            &format!("dockwarden: {e}; the call was not forwarded"),
+                        );
                     }
                     audited = true;
                     tracing::warn!(rule.id = d.rule, grpc.method = %method, "DRY RUN: would deny, forwarding anyway: {}", d.message);
@@ -171,7 +177,10 @@ async fn call(
             vec!["limits.cgroup_parent"]
         };
         if let Err(e) = audit("allow", rules, rewrites) {
-            return status_response(UNAVAILABLE, &format!("dockwarden: {e}; the call was not forwarded"));
+            return status_response(
+                UNAVAILABLE,
+                &format!("dockwarden: {e}; the call was not forwarded"),
+            );
         }
     }
     let uri = match Uri::builder()

@@ -15,7 +15,10 @@ const PERIOD: Duration = Duration::from_secs(5);
 
 /// Returns free heap pages to the kernel (no-op off glibc).
 #[cfg(target_env = "gnu")]
-#[expect(unsafe_code, reason = "malloc_trim is a plain libc call; no safe wrapper exists in our dependencies")]
+#[expect(
+    unsafe_code,
+    reason = "malloc_trim is a plain libc call; no safe wrapper exists in our dependencies"
+)]
 pub fn release_free_memory() {
     // SAFETY: malloc_trim takes no pointers from us and only walks glibc's own free lists under
     // glibc's arena locks; it is safe to call from any thread at any time.

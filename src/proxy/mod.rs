@@ -15,10 +15,10 @@ pub mod link;
 pub mod memory;
 pub mod pins;
 pub mod server;
-pub mod splice;
 pub mod sessions;
+pub mod splice;
 pub mod tunnel;
 pub mod unpin;
 pub mod upstream;
 
-pub use server::{run, Options, Shared};
+pub use server::{Options, Shared, run};

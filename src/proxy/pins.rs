@@ -18,13 +18,17 @@ pub type Made = BTreeMap<String, String>;
 /// Splits the pins made for this request into those the permitted request uses (returned)
 /// and the rest, which are released now. A denial uses none.
 pub fn keep_used(shared: &Shared, verdict: &Verdict, made: Made) -> Vec<String> {
-    let Some(store) = &shared.pins else { return Vec::new() };
+    let Some(store) = &shared.pins else {
+        return Vec::new();
+    };
     let used: Vec<String> = match verdict {
         Verdict::Allow(p) => p
             .effects()
             .iter()
             .filter_map(|e| match e {
-                Effect::PinBindSource { host_path } => made.get(&crate::hostfs::clean(host_path)).cloned(),
+                Effect::PinBindSource { host_path } => {
+                    made.get(&crate::hostfs::clean(host_path)).cloned()
+                }
             })
             .collect(),
         Verdict::Deny(_) => Vec::new(),
@@ -48,7 +52,9 @@ pub async fn after_create(
     used: Vec<String>,
     resp: Result<Response<ProxyBody>, ProxyError>,
 ) -> Result<Response<ProxyBody>, ProxyError> {
-    let Some(store) = &shared.pins else { return resp };
+    let Some(store) = &shared.pins else {
+        return resp;
+    };
     if used.is_empty() {
         return resp;
     }
@@ -66,7 +72,10 @@ pub async fn after_create(
             // The container exists but we cannot tell which: reconciliation claims the pins
             // from the daemon's container list (or releases them once they are stale).
             tracing::warn!("reading the create answer: {e}");
-            return Err(ProxyError::Upstream { socket: shared.upstream_path.clone(), reason: e.to_string() });
+            return Err(ProxyError::Upstream {
+                socket: shared.upstream_path.clone(),
+                reason: e.to_string(),
+            });
         }
     };
     let id = serde_json::from_slice::<serde_json::Value>(&bytes)
@@ -74,7 +83,9 @@ pub async fn after_create(
         .and_then(|v| v.get("Id").and_then(|i| i.as_str()).map(str::to_owned));
     match id {
         Some(id) => store.claim(&used, &id),
-        None => tracing::warn!("create answer without an `Id`; reconciliation will claim or release its pins"),
+        None => tracing::warn!(
+            "create answer without an `Id`; reconciliation will claim or release its pins"
+        ),
     }
     Ok(Response::from_parts(parts, body::full(bytes)))
 }

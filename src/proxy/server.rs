@@ -108,13 +108,23 @@ pub async fn run(
         };
         let peer = stream
             .peer_cred()
-            .map(|c| Peer { uid: Some(c.uid()), gid: Some(c.gid()), pid: c.pid() })
+            .map(|c| Peer {
+                uid: Some(c.uid()),
+                gid: Some(c.gid()),
+                pid: c.pid(),
+            })
             .unwrap_or_default();
         let shared = shared.clone();
         let verdicts = Verdicts::default();
         let link = super::link::Link::new(&shared.upstream_path);
-        let conn_info = Arc::new(ConnInfo { peer, verdicts: verdicts.clone(), requests: AtomicU64::new(0), link });
-        let svc = service_fn(move |req| super::handler::handle(req, shared.clone(), conn_info.clone()));
+        let conn_info = Arc::new(ConnInfo {
+            peer,
+            verdicts: verdicts.clone(),
+            requests: AtomicU64::new(0),
+            link,
+        });
+        let svc =
+            service_fn(move |req| super::handler::handle(req, shared.clone(), conn_info.clone()));
         let conn = http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(opts.header_timeout)

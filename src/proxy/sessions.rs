@@ -22,7 +22,10 @@ pub struct Sessions {
 impl Sessions {
     /// The close signal for session `id`, shared by its tunnel and its build.
     pub fn handle(&self, id: &str) -> Arc<Notify> {
-        let mut map = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if map.len() >= CAP {
             map.retain(|_, n| Arc::strong_count(n) > 1);
         }
@@ -37,7 +40,10 @@ impl Sessions {
 
     /// Drops a session whose tunnel has finished.
     pub fn forget(&self, id: &str) {
-        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(id);
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(id);
     }
 }
 
@@ -50,7 +56,9 @@ mod tests {
         let s = Sessions::default();
         s.end("a");
         let n = s.handle("a");
-        tokio::time::timeout(std::time::Duration::from_secs(5), n.notified()).await.expect("permit kept");
+        tokio::time::timeout(std::time::Duration::from_secs(5), n.notified())
+            .await
+            .expect("permit kept");
         s.forget("a");
         assert!(s.inner.lock().expect("lock").is_empty());
     }

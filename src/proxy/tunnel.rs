@@ -55,7 +55,10 @@ pub async fn relay(client: Upgraded, daemon: Upgraded) {
         (Ok(c), Ok(d)) => {
             let (c_pre, c) = (c.read_buf, c.io.into_inner().into_inner());
             let (d_pre, d) = (d.read_buf, d.io.into_inner());
-            let (a, b) = tokio::join!(super::splice::one_way(&c, &d, c_pre), super::splice::one_way(&d, &c, d_pre));
+            let (a, b) = tokio::join!(
+                super::splice::one_way(&c, &d, c_pre),
+                super::splice::one_way(&d, &c, d_pre)
+            );
             tracing::debug!(tunnel.up = ?a.ok(), tunnel.down = ?b.ok(), "tunnel closed");
         }
         (c, d) => copy(client_end(c), daemon_end(d)).await,

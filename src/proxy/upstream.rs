@@ -25,13 +25,21 @@ impl Connection for UpstreamIo {
 }
 
 impl Read for UpstreamIo {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: ReadBufCursor<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
     }
 }
 
 impl Write for UpstreamIo {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
     }
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -76,7 +84,11 @@ pub fn client(path: PathBuf) -> Upstream {
 
 /// The URI used for every upstream request; the authority is ignored by the connector.
 pub fn uri(path_and_query: &str) -> Result<Uri, http::Error> {
-    Uri::builder().scheme("http").authority("docker").path_and_query(path_and_query).build()
+    Uri::builder()
+        .scheme("http")
+        .authority("docker")
+        .path_and_query(path_and_query)
+        .build()
 }
 
 /// The origin-form URI of a forwarded request (`super::link` writes it as-is).

@@ -40,7 +40,13 @@ pub fn open_service(
     docker: Option<DockerConfig>,
     secrets_key: &Path,
 ) -> WsResult<Arc<Service>> {
-    open_service_with(cfg, docker, ResourcesConfig::embedded(), secrets_key, Egress::default())
+    open_service_with(
+        cfg,
+        docker,
+        ResourcesConfig::embedded(),
+        secrets_key,
+        Egress::default(),
+    )
 }
 
 /// `open_service` with a resources configuration: the disk pool is mounted (or found again)
@@ -62,7 +68,8 @@ pub fn open_service_with(
     let mut local = LocalRuntime::new();
     if local.isolates_users() {
         // Every workspace command runs in the workspace's own namespaces (`sandbox`).
-        let exe = std::env::current_exe().map_err(|e| WsError::io(Path::new("/proc/self/exe"), e))?;
+        let exe =
+            std::env::current_exe().map_err(|e| WsError::io(Path::new("/proc/self/exe"), e))?;
         local = local.with_sandbox(exe);
     }
     let local = Arc::new(local);
@@ -110,7 +117,13 @@ pub async fn run(opts: DaemonOptions, shutdown: impl Future<Output = ()>) -> WsR
     // INVARIANT: nothing in the state directory is touched before its lock is held.
     let _lock = crate::workspace::lock::lock_state_dir(&opts.config.state_dir)?;
     crate::workspace::lock::refuse_live_socket(&opts.socket)?;
-    let svc = open_service_with(opts.config, opts.docker, opts.resources, &opts.secrets_key, opts.egress)?;
+    let svc = open_service_with(
+        opts.config,
+        opts.docker,
+        opts.resources,
+        &opts.secrets_key,
+        opts.egress,
+    )?;
     svc.settle_image_clones();
     // INVARIANT: recovery finishes before the socket accepts a request.
     svc.recover_on_start().await?;
@@ -120,7 +133,10 @@ pub async fn run(opts: DaemonOptions, shutdown: impl Future<Output = ()>) -> WsR
     // PID 1s it left, idle now.
     let left = crate::workspace::sandbox::Sandboxes::sweep(&svc.cfg.state_dir.join("workspaces"));
     if left > 0 {
-        warn!(count = left, "stopped workspace sandboxes an earlier service left");
+        warn!(
+            count = left,
+            "stopped workspace sandboxes an earlier service left"
+        );
     }
     svc.reapply_resources();
     let listener = api::bind(&opts.socket, opts.socket_mode)?;

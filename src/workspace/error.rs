@@ -36,7 +36,9 @@ pub enum WsError {
     CorruptSnapshot { id: String, detail: String },
     #[error("git clone of `{repo}` failed: {detail}")]
     Clone { repo: String, detail: String },
-    #[error("{what} of {value} is over the ceiling {ceiling} set by layer `{layer}`; ask for at most {ceiling}, or raise the `{layer}` layer's ceiling")]
+    #[error(
+        "{what} of {value} is over the ceiling {ceiling} set by layer `{layer}`; ask for at most {ceiling}, or raise the `{layer}` layer's ceiling"
+    )]
     OverCeiling {
         what: String,
         value: String,
@@ -45,7 +47,9 @@ pub enum WsError {
     },
     #[error("resize request `{0}` not found")]
     ResizeRequestNotFound(String),
-    #[error("resize request `{id}` is {state}; only a `pending_approval` request can be approved or rejected")]
+    #[error(
+        "resize request `{id}` is {state}; only a `pending_approval` request can be approved or rejected"
+    )]
     ResizeRequestState { id: String, state: String },
     #[error("no free uid in the configured range")]
     NoFreeUid,
@@ -138,7 +142,11 @@ impl WsError {
                 free_bytes: free_bytes(base),
                 path,
             },
-            WsError::Partial { detail, done, cause } => WsError::Partial {
+            WsError::Partial {
+                detail,
+                done,
+                cause,
+            } => WsError::Partial {
                 detail,
                 done,
                 cause: Box::new(cause.with_free_at(base)),

@@ -50,7 +50,9 @@ use nix::sched::{CloneFlags, setns, unshare};
 
 /// System directories bound read-only when they are directories, copied as symlinks when
 /// they are links (merged `/usr`).
-const SYSTEM: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+const SYSTEM: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
 /// What of the host's `/etc` a workspace sees (read-only, those that exist).
 const ETC: &[&str] = &[
     "alternatives",
@@ -154,8 +156,15 @@ fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> std::io::Erro
     std::io::Error::other(format!("{what}: {e}"))
 }
 
-fn mnt(src: Option<&Path>, dst: &Path, fstype: Option<&str>, flags: MsFlags, data: Option<&str>) -> std::io::Result<()> {
-    mount(src, dst, fstype, flags, data).map_err(|e| err(format!("mount on `{}`", dst.display()), e))
+fn mnt(
+    src: Option<&Path>,
+    dst: &Path,
+    fstype: Option<&str>,
+    flags: MsFlags,
+    data: Option<&str>,
+) -> std::io::Result<()> {
+    mount(src, dst, fstype, flags, data)
+        .map_err(|e| err(format!("mount on `{}`", dst.display()), e))
 }
 
 /// Bind `src` at `dst` (made first: a directory for a directory, else a file), then remount
@@ -166,7 +175,11 @@ fn bind(src: &Path, dst: &Path, extra: MsFlags) -> std::io::Result<()> {
     // shows nothing of it.
     let mkdirs = |d: &Path| {
         use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new().recursive(true).mode(0o711).create(d).map_err(|e| err(d.display(), e))
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o711)
+            .create(d)
+            .map_err(|e| err(d.display(), e))
     };
     if meta.is_dir() {
         mkdirs(dst)?;
@@ -176,7 +189,13 @@ fn bind(src: &Path, dst: &Path, extra: MsFlags) -> std::io::Result<()> {
         }
         File::create(dst).map_err(|e| err(dst.display(), e))?;
     }
-    mnt(Some(src), dst, None, MsFlags::MS_BIND | MsFlags::MS_REC, None)?;
+    mnt(
+        Some(src),
+        dst,
+        None,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None,
+    )?;
     use nix::sys::statvfs::{FsFlags, statvfs};
     let have = statvfs(src).map(|s| s.flags()).unwrap_or(FsFlags::empty());
     let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | extra;
@@ -202,7 +221,13 @@ fn under(root: &Path, host: &Path) -> PathBuf {
 
 fn tmpfs(at: &Path, opts: &str, flags: MsFlags) -> std::io::Result<()> {
     std::fs::create_dir_all(at).map_err(|e| err(at.display(), e))?;
-    mnt(Some(Path::new("tmpfs")), at, Some("tmpfs"), flags, Some(opts))
+    mnt(
+        Some(Path::new("tmpfs")),
+        at,
+        Some("tmpfs"),
+        flags,
+        Some(opts),
+    )
 }
 
 /// Pure: the sandbox's `/etc/passwd`, `/etc/group` and `/etc/hosts`.
@@ -220,8 +245,19 @@ pub fn etc_files(a: &InitArgs) -> [(&'static str, String); 4] {
                 a.home.display()
             ),
         ),
-        ("group", format!("root:x:0:\ntty:x:5:\n{}:x:{}:\nnogroup:x:65534:\n", a.user, a.gid)),
-        ("hosts", format!("127.0.0.1\tlocalhost {host}\n::1\tlocalhost ip6-localhost ip6-loopback {host}\n")),
+        (
+            "group",
+            format!(
+                "root:x:0:\ntty:x:5:\n{}:x:{}:\nnogroup:x:65534:\n",
+                a.user, a.gid
+            ),
+        ),
+        (
+            "hosts",
+            format!(
+                "127.0.0.1\tlocalhost {host}\n::1\tlocalhost ip6-localhost ip6-loopback {host}\n"
+            ),
+        ),
         ("hostname", format!("{host}\n")),
     ]
 }
@@ -230,7 +266,13 @@ pub fn etc_files(a: &InitArgs) -> [(&'static str, String); 4] {
 pub fn hostname_of(id: &str) -> String {
     let h: String = id
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
         .take(63)
         .collect();
     if h.is_empty() { "workspace".into() } else { h }
@@ -240,7 +282,13 @@ pub fn hostname_of(id: &str) -> String {
 fn build_root(a: &InitArgs) -> std::io::Result<()> {
     let r = &a.root;
     let nsd = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
-    mnt(Some(Path::new("tmpfs")), r, Some("tmpfs"), nsd, Some("mode=0755,size=16m"))?;
+    mnt(
+        Some(Path::new("tmpfs")),
+        r,
+        Some("tmpfs"),
+        nsd,
+        Some("mode=0755,size=16m"),
+    )?;
     for sys in SYSTEM {
         let host = Path::new(sys);
         match std::fs::symlink_metadata(host) {
@@ -273,9 +321,17 @@ fn build_root(a: &InitArgs) -> std::io::Result<()> {
     }
     // /dev: a tmpfs with the harmless nodes bound from the host's, and a devpts of its own.
     let dev = r.join("dev");
-    tmpfs(&dev, "mode=0755,size=64k", MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC)?;
+    tmpfs(
+        &dev,
+        "mode=0755,size=64k",
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+    )?;
     for d in DEVICES {
-        bind(&Path::new("/dev").join(d), &dev.join(d), MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC)?;
+        bind(
+            &Path::new("/dev").join(d),
+            &dev.join(d),
+            MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        )?;
     }
     let pts = dev.join("pts");
     std::fs::create_dir_all(&pts).map_err(|e| err(pts.display(), e))?;
@@ -302,7 +358,8 @@ fn build_root(a: &InitArgs) -> std::io::Result<()> {
     tmpfs(&r.join("var/tmp"), &tmp, nsd)?;
     std::fs::create_dir_all(r.join("proc")).map_err(|e| err("proc", e))?;
     std::fs::create_dir_all(r.join("root")).map_err(|e| err("root", e))?;
-    std::fs::set_permissions(r.join("root"), std::fs::Permissions::from_mode(0o700)).map_err(|e| err("root", e))?;
+    std::fs::set_permissions(r.join("root"), std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| err("root", e))?;
     // The workspace's own paths, after the tmpfs mounts they may lie under (tests keep state
     // under /tmp).
     for p in &a.rw {
@@ -322,7 +379,13 @@ pub fn init_main(a: InitArgs) -> anyhow::Result<()> {
     unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS)
         .map_err(|e| err("unshare", e))?;
     // Nothing mounted here reaches the host, whatever the host's propagation.
-    mnt(None, Path::new("/"), None, MsFlags::MS_REC | MsFlags::MS_SLAVE, None)?;
+    mnt(
+        None,
+        Path::new("/"),
+        None,
+        MsFlags::MS_REC | MsFlags::MS_SLAVE,
+        None,
+    )?;
     nix::unistd::sethostname(hostname_of(&a.id)).map_err(|e| err("sethostname", e))?;
     build_root(&a)?;
     let old = a.root.join(".old");
@@ -343,13 +406,19 @@ pub fn init_main(a: InitArgs) -> anyhow::Result<()> {
         None,
         Path::new("/"),
         None,
-        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV,
         None,
     )?;
     nix::unistd::setgroups(&[]).map_err(|e| err("setgroups", e))?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| err("no_new_privs", e))?;
     let mut out = std::io::stdout();
-    writeln!(out, "ready").and_then(|()| out.flush()).map_err(|e| err("ready", e))?;
+    writeln!(out, "ready")
+        .and_then(|()| out.flush())
+        .map_err(|e| err("ready", e))?;
     reap()
 }
 
@@ -358,7 +427,12 @@ fn reap() -> ! {
     use nix::sys::signal::{SigSet, Signal, kill};
     use nix::sys::wait::{WaitPidFlag, waitpid};
     let mut set = SigSet::empty();
-    for s in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+    for s in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+    ] {
         set.add(s);
     }
     let _ = set.thread_block();
@@ -401,7 +475,10 @@ pub struct Spec<'a> {
 
 impl Sandboxes {
     pub fn new(exe: PathBuf) -> Sandboxes {
-        Sandboxes { exe, inits: Mutex::new(HashMap::new()) }
+        Sandboxes {
+            exe,
+            inits: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The pid of the workspace's init, started first when there is none alive.
@@ -421,7 +498,8 @@ impl Sandboxes {
         }
         let root = s.ws_dir.join("sandbox");
         std::fs::create_dir_all(&root).map_err(|e| err(root.display(), e))?;
-        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700)).map_err(|e| err(root.display(), e))?;
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| err(root.display(), e))?;
         let args = InitArgs {
             id: s.id.to_string(),
             uid: s.uid,
@@ -446,7 +524,8 @@ impl Sandboxes {
             std::thread::scope(|t| {
                 t.spawn(|| {
                     if let Some(f) = &netns {
-                        setns(f, CloneFlags::CLONE_NEWNET).map_err(|e| err("joining the network namespace", e))?;
+                        setns(f, CloneFlags::CLONE_NEWNET)
+                            .map_err(|e| err("joining the network namespace", e))?;
                     }
                     unshare(CloneFlags::CLONE_NEWPID).map_err(|e| err("a PID namespace", e))?;
                     cmd.spawn()
@@ -461,7 +540,10 @@ impl Sandboxes {
         if let Err(e) = ready {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(err(format!("the sandbox of workspace `{}` did not start", s.id), e));
+            return Err(err(
+                format!("the sandbox of workspace `{}` did not start", s.id),
+                e,
+            ));
         }
         // Reaped when it ends (stop, delete, kill by uid).
         std::thread::spawn(move || child.wait());
@@ -473,9 +555,18 @@ impl Sandboxes {
     /// Kills a workspace's init (and so everything left in its namespaces) and waits, up to
     /// 2 s, until it is reaped: a zombie still holds its cgroup, which delete removes next.
     pub async fn stop(&self, id: &str) {
-        let pid = self.inits.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
-        let Some(pid) = pid.filter(|&p| is_init_of(p, id)) else { return };
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        let pid = self
+            .inits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        let Some(pid) = pid.filter(|&p| is_init_of(p, id)) else {
+            return;
+        };
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
         let proc_dir = PathBuf::from(format!("/proc/{pid}"));
         for _ in 0..200 {
             if !proc_dir.exists() {
@@ -483,29 +574,54 @@ impl Sandboxes {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        tracing::warn!(workspace.id = id, pid, "the sandbox's init was not reaped within 2 s");
+        tracing::warn!(
+            workspace.id = id,
+            pid,
+            "the sandbox's init was not reaped within 2 s"
+        );
     }
 
     /// Kills the inits an earlier service of this state directory left (a crash): their
     /// `--root` lies under `workspaces_dir` and they are not this process's children.
     pub fn sweep(workspaces_dir: &Path) -> usize {
-        let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return 0;
+        };
         let mut prefix = workspaces_dir.as_os_str().as_encoded_bytes().to_vec();
         prefix.push(b'/');
         let mut n = 0;
         for e in dir.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-            let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                continue;
+            };
             let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
             // This service's own (started during recovery) are its children; an earlier
             // service's were handed to the host's init when it died.
             let ppid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .ok()
-                .and_then(|st| st.rsplit(')').next()?.split_whitespace().nth(1)?.parse::<u32>().ok());
+                .and_then(|st| {
+                    st.rsplit(')')
+                        .next()?
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse::<u32>()
+                        .ok()
+                });
             let ours = args.iter().any(|a| *a == b"sandbox-init")
-                && args.windows(2).any(|w| w[0] == b"--root" && w[1].starts_with(&prefix))
+                && args
+                    .windows(2)
+                    .any(|w| w[0] == b"--root" && w[1].starts_with(&prefix))
                 && ppid != Some(std::process::id());
-            if ours && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).is_ok() {
+            if ours
+                && nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                )
+                .is_ok()
+            {
                 n += 1;
             }
         }
@@ -514,7 +630,10 @@ impl Sandboxes {
 }
 
 fn read_ready(child: &mut std::process::Child) -> std::io::Result<()> {
-    let out = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout"))?;
+    let out = child
+        .stdout
+        .take()
+        .ok_or_else(|| std::io::Error::other("no stdout"))?;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut line = String::new();
@@ -523,7 +642,9 @@ fn read_ready(child: &mut std::process::Child) -> std::io::Result<()> {
     });
     match rx.recv_timeout(READY_WITHIN) {
         Ok(Ok(l)) if l.trim() == "ready" => Ok(()),
-        Ok(Ok(l)) => Err(std::io::Error::other(format!("it said {l:?} (its errors are in the service log)"))),
+        Ok(Ok(l)) => Err(std::io::Error::other(format!(
+            "it said {l:?} (its errors are in the service log)"
+        ))),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(std::io::Error::other("no `ready` within 10 s")),
     }
@@ -531,11 +652,17 @@ fn read_ready(child: &mut std::process::Child) -> std::io::Result<()> {
 
 /// Whether `pid` is the init of workspace `id` (root's, so no workspace process forged it).
 fn is_init_of(pid: i32, id: &str) -> bool {
-    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
     let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-    let named = args.windows(2).any(|w| w[0] == b"--id" && w[1] == id.as_bytes());
+    let named = args
+        .windows(2)
+        .any(|w| w[0] == b"--id" && w[1] == id.as_bytes());
     let is_init = args.iter().any(|a| *a == b"sandbox-init");
-    let owner = std::fs::metadata(format!("/proc/{pid}")).map(|m| m.uid()).ok();
+    let owner = std::fs::metadata(format!("/proc/{pid}"))
+        .map(|m| m.uid())
+        .ok();
     is_init && named && owner == Some(0) && crate::workspace::runtime::docker::dockerd::alive(pid)
 }
 
@@ -583,7 +710,10 @@ mod tests {
             user: "ws-my_ws".into(),
             home: "/s/workspaces/my_ws/home".into(),
             root: "/s/workspaces/my_ws/sandbox".into(),
-            rw: vec!["/s/workspaces/my_ws/worktree".into(), "/s/workspaces/my_ws/home".into()],
+            rw: vec![
+                "/s/workspaces/my_ws/worktree".into(),
+                "/s/workspaces/my_ws/home".into(),
+            ],
             ro: vec!["/s/workspaces/my_ws/docker.sock".into()],
             tmp_size: "1g".into(),
             shm_size: "256m".into(),
@@ -596,15 +726,30 @@ mod tests {
         let a = args();
         let mut argv: Vec<OsString> = vec!["dockwarden".into()];
         argv.extend(a.to_args());
-        let Sub::SandboxInit(b) = Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}")).c;
-        assert_eq!((b.id, b.uid, b.rw, b.ro, b.root), (a.id, a.uid, a.rw, a.ro, a.root));
+        let Sub::SandboxInit(b) = Cli::try_parse_from(argv)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .c;
+        assert_eq!(
+            (b.id, b.uid, b.rw, b.ro, b.root),
+            (a.id, a.uid, a.rw, a.ro, a.root)
+        );
     }
 
     #[test]
     fn etc_holds_the_workspace_user_and_its_own_hostname() {
         let files = etc_files(&args());
-        let get = |n: &str| files.iter().find(|(k, _)| *k == n).map(|(_, v)| v.clone()).expect(n);
-        assert!(get("passwd").contains("ws-my_ws:x:20001:20001:workspace my_ws:/s/workspaces/my_ws/home:/bin/sh\n"));
+        let get = |n: &str| {
+            files
+                .iter()
+                .find(|(k, _)| *k == n)
+                .map(|(_, v)| v.clone())
+                .expect(n)
+        };
+        assert!(
+            get("passwd").contains(
+                "ws-my_ws:x:20001:20001:workspace my_ws:/s/workspaces/my_ws/home:/bin/sh\n"
+            )
+        );
         assert!(get("group").contains("ws-my_ws:x:20001:\n"));
         assert_eq!(get("hostname"), "my-ws\n");
         assert!(get("hosts").starts_with("127.0.0.1\tlocalhost my-ws\n"));

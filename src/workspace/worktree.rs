@@ -69,14 +69,11 @@ pub async fn clone(repo: &str, revision: Option<&str>, dest: &Path) -> WsResult<
         .ok_or_else(|| fail("state directory path is not utf-8".into()))?;
     let source = local_path(repo);
     let mut args = vec!["clone", "--quiet", "--no-local"];
-    let upload_pack = source
-        .as_deref()
-        .and_then(source_owner)
-        .map(|(uid, gid)| {
-            format!(
-                "setpriv --reuid={uid} --regid={gid} --clear-groups --no-new-privs -- git upload-pack"
-            )
-        });
+    let upload_pack = source.as_deref().and_then(source_owner).map(|(uid, gid)| {
+        format!(
+            "setpriv --reuid={uid} --regid={gid} --clear-groups --no-new-privs -- git upload-pack"
+        )
+    });
     if let Some(up) = &upload_pack {
         args.extend(["--upload-pack", up]);
     }
@@ -88,9 +85,13 @@ pub async fn clone(repo: &str, revision: Option<&str>, dest: &Path) -> WsResult<
     };
     git(&args, None, reach).await.map_err(fail)?;
     if let Some(rev) = revision {
-        git(&["checkout", "--quiet", rev, "--"], Some(dest), Reach::Nothing)
-            .await
-            .map_err(|e| fail(format!("revision `{rev}`: {e}")))?;
+        git(
+            &["checkout", "--quiet", rev, "--"],
+            Some(dest),
+            Reach::Nothing,
+        )
+        .await
+        .map_err(|e| fail(format!("revision `{rev}`: {e}")))?;
     }
     Ok(())
 }
@@ -171,8 +172,13 @@ async fn git(args: &[&str], repo: Option<&Path>, reach: Reach) -> Result<(), Str
     if let Some(repo) = repo {
         cmd.arg("-C").arg(repo);
     }
-    cmd.args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"])
-        .args(args);
+    cmd.args([
+        "-c",
+        "core.hooksPath=/dev/null",
+        "-c",
+        "core.fsmonitor=false",
+    ])
+    .args(args);
     let remote = reach == Reach::Remote;
     let home = std::env::var_os("HOME")
         .filter(|_| remote)

@@ -1,6 +1,9 @@
 //! Shared end-to-end harness: start the real `dockwarden proxy` on a temporary socket in front
 //! of the real dockerd, and drive it with real clients or raw bytes.
-#![allow(dead_code, reason = "each test binary uses a different subset of the harness")]
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different subset of the harness"
+)]
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -44,7 +47,9 @@ impl Engine {
     pub fn daemon(&self, args: &[&str]) -> Output {
         let cli = cli28().or(cli2010()).expect("a docker CLI");
         let mut c = Command::new(cli);
-        c.env("DOCKER_HOST", self.host()).env_remove("DOCKER_CONTEXT").args(args);
+        c.env("DOCKER_HOST", self.host())
+            .env_remove("DOCKER_CONTEXT")
+            .args(args);
         run_with_timeout(&mut c, None, Duration::from_secs(120))
     }
 
@@ -91,11 +96,15 @@ impl Engine {
 }
 
 fn env_path(var: &str, default: &str) -> PathBuf {
-    std::env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(default))
+    std::env::var_os(var)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(default))
 }
 
 fn answers(sock: &Path) -> bool {
-    UnixStream::connect(sock).is_ok() && raw(sock, b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n").contains(" 200 ")
+    UnixStream::connect(sock).is_ok()
+        && raw(sock, b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n").contains(" 200 ")
 }
 
 /// Every engine whose socket answers, oldest first.
@@ -106,7 +115,12 @@ pub fn engines() -> Vec<Engine> {
 /// The named engine if its socket answers.
 pub fn engine(name: &str) -> Option<Engine> {
     let e = match name {
-        "20.10" => Engine { name: "20.10", socket: env_path("DW_ENGINE20_SOCK", DAEMON), netns: None, prefix: None },
+        "20.10" => Engine {
+            name: "20.10",
+            socket: env_path("DW_ENGINE20_SOCK", DAEMON),
+            netns: None,
+            prefix: None,
+        },
         "26.1" => {
             let ns = env_path("DW_ENGINE26_NETNS", "/run/netns/docker26");
             let prefix = env_path("DW_ENGINE26_PREFIX", "/opt/docker26");
@@ -125,7 +139,10 @@ pub fn engine(name: &str) -> Option<Engine> {
 /// Whether `DW_ENGINES_REQUIRED` names the engine `name` (CI names both): its absence is then a
 /// failure, not a skip.
 pub fn engine_required(name: &str) -> bool {
-    std::env::var("DW_ENGINES_REQUIRED").unwrap_or_default().split([' ', ',']).any(|r| r == name)
+    std::env::var("DW_ENGINES_REQUIRED")
+        .unwrap_or_default()
+        .split([' ', ','])
+        .any(|r| r == name)
 }
 
 /// Whether `DW_ENGINES_REQUIRED` is set at all (CI): the engines' clients (buildx, the 20.10
@@ -140,8 +157,13 @@ pub fn on_engine(name: &str, body: impl FnOnce(&Engine)) {
     match engine(name) {
         Some(e) => body(&e),
         None => {
-            assert!(!engine_required(name), "Engine {name} is required (DW_ENGINES_REQUIRED) but does not answer");
-            eprintln!("skipped: Engine {name} does not answer on its socket (scripts/setup.sh starts both engines)");
+            assert!(
+                !engine_required(name),
+                "Engine {name} is required (DW_ENGINES_REQUIRED) but does not answer"
+            );
+            eprintln!(
+                "skipped: Engine {name} does not answer on its socket (scripts/setup.sh starts both engines)"
+            );
         }
     }
 }
@@ -188,18 +210,32 @@ impl Compose {
                 c
             }
         };
-        c.env("DOCKER_HOST", docker_host).env_remove("DOCKER_CONTEXT").env("COMPOSE_INTERACTIVE_NO_CLI", "1");
+        c.env("DOCKER_HOST", docker_host)
+            .env_remove("DOCKER_CONTEXT")
+            .env("COMPOSE_INTERACTIVE_NO_CLI", "1");
         c
     }
 
     /// Whether it is installed (`version` runs); a missing one is a printed skip, or a failure
     /// when `DW_COMPOSE_REQUIRED` names it (CI).
     pub fn present(&self) -> bool {
-        let ok = self.cmd("unix:///nonexistent").arg("version").output().map(|o| o.status.success()).unwrap_or(false);
+        let ok = self
+            .cmd("unix:///nonexistent")
+            .arg("version")
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
         if !ok {
             let required = std::env::var("DW_COMPOSE_REQUIRED").unwrap_or_default();
-            assert!(!required.split([' ', ',']).any(|r| r == self.name), "Compose {} is required but does not run", self.name);
-            eprintln!("skip: Compose {} is not installed (scripts/setup.sh installs both)", self.name);
+            assert!(
+                !required.split([' ', ',']).any(|r| r == self.name),
+                "Compose {} is required but does not run",
+                self.name
+            );
+            eprintln!(
+                "skip: Compose {} is not installed (scripts/setup.sh installs both)",
+                self.name
+            );
         }
         ok
     }
@@ -208,7 +244,10 @@ impl Compose {
 /// Runs `body` with the named engine and Compose implementation (skips as [`on_engine`] and
 /// [`Compose::present`] do).
 pub fn on_engine_compose(name: &str, compose: &str, body: fn(&Engine, Compose)) {
-    let c = Compose::ALL.into_iter().find(|c| c.name == compose).expect("a known compose");
+    let c = Compose::ALL
+        .into_iter()
+        .find(|c| c.name == compose)
+        .expect("a known compose");
     if c.present() {
         on_engine(name, |e| body(e, c));
     }
@@ -245,12 +284,16 @@ pub(crate) use per_engine_compose;
 
 /// Docker CLI 28 (the machine's) when present.
 pub fn cli28() -> Option<&'static str> {
-    Path::new("/usr/local/bin/docker").exists().then_some("/usr/local/bin/docker")
+    Path::new("/usr/local/bin/docker")
+        .exists()
+        .then_some("/usr/local/bin/docker")
 }
 
 /// Debian's Docker CLI 20.10.
 pub fn cli2010() -> Option<&'static str> {
-    Path::new("/usr/bin/docker").exists().then_some("/usr/bin/docker")
+    Path::new("/usr/bin/docker")
+        .exists()
+        .then_some("/usr/bin/docker")
 }
 
 /// Every Docker CLI on the machine.
@@ -271,14 +314,20 @@ pub struct Proxy {
 
 /// A unique-enough name for objects a test creates.
 pub fn unique(prefix: &str) -> String {
-    let n = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     format!("dwt-{prefix}-{}-{}", std::process::id(), n % 1_000_000_000)
 }
 
 impl Proxy {
     /// Starts the proxy with the default policy and extra CLI arguments.
     pub fn start(extra: &[&str]) -> Proxy {
-        let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
+        let dir = tempfile::Builder::new()
+            .prefix("dwtest")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
         let root = dir.path().canonicalize().expect("canonical tempdir");
         let workspace = root.join("ws");
         std::fs::create_dir_all(&workspace).expect("workspace");
@@ -292,48 +341,104 @@ impl Proxy {
 
     /// Starts the proxy with the default policy in front of `e`.
     pub fn start_on(e: &Engine, extra: &[&str]) -> Proxy {
-        let dir = tempfile::Builder::new().prefix("dwtest").tempdir_in("/tmp").expect("tempdir");
-        let workspace = dir.path().canonicalize().expect("canonical tempdir").join("ws");
+        let dir = tempfile::Builder::new()
+            .prefix("dwtest")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let workspace = dir
+            .path()
+            .canonicalize()
+            .expect("canonical tempdir")
+            .join("ws");
         std::fs::create_dir_all(&workspace).expect("workspace");
         Self::start_in_on(e, dir, workspace, extra)
     }
 
     /// Starts the proxy in front of `e` for an existing workspace directory inside `dir`.
-    pub fn start_in_on(e: &Engine, dir: tempfile::TempDir, workspace: PathBuf, extra: &[&str]) -> Proxy {
-        let mut p = Self::start_with_upstream(dir, workspace, &e.socket.display().to_string(), extra);
+    pub fn start_in_on(
+        e: &Engine,
+        dir: tempfile::TempDir,
+        workspace: PathBuf,
+        extra: &[&str],
+    ) -> Proxy {
+        let mut p =
+            Self::start_with_upstream(dir, workspace, &e.socket.display().to_string(), extra);
         p.engine = e.clone();
         p
     }
 
     /// As [`Self::start_in_on`], with extra environment variables for the proxy (`RUST_LOG`).
-    pub fn start_in_on_env(e: &Engine, dir: tempfile::TempDir, workspace: PathBuf, extra: &[&str], env: &[(&str, &str)]) -> Proxy {
+    pub fn start_in_on_env(
+        e: &Engine,
+        dir: tempfile::TempDir,
+        workspace: PathBuf,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Proxy {
         let mut p = Self::spawn(dir, workspace, &e.socket.display().to_string(), extra, env);
         p.engine = e.clone();
         p
     }
 
     /// Starts the proxy in front of another daemon socket (e.g. a [`PrivateDaemon`]).
-    pub fn start_with_upstream(dir: tempfile::TempDir, workspace: PathBuf, upstream: &str, extra: &[&str]) -> Proxy {
+    pub fn start_with_upstream(
+        dir: tempfile::TempDir,
+        workspace: PathBuf,
+        upstream: &str,
+        extra: &[&str],
+    ) -> Proxy {
         Self::spawn(dir, workspace, upstream, extra, &[])
     }
 
-    fn spawn(dir: tempfile::TempDir, workspace: PathBuf, upstream: &str, extra: &[&str], env: &[(&str, &str)]) -> Proxy {
+    fn spawn(
+        dir: tempfile::TempDir,
+        workspace: PathBuf,
+        upstream: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Proxy {
         let root = dir.path().canonicalize().expect("canonical tempdir");
         let socket = root.join("docker.sock");
         let audit = root.join("audit.log");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_dockwarden"));
-        cmd.arg("proxy").arg("--listen").arg(&socket).arg("--workspace").arg(&workspace).arg("--upstream").arg(upstream);
-        cmd.arg("--audit-log").arg(&audit).args(extra).envs(env.iter().copied());
+        cmd.arg("proxy")
+            .arg("--listen")
+            .arg(&socket)
+            .arg("--workspace")
+            .arg(&workspace)
+            .arg("--upstream")
+            .arg(upstream);
+        cmd.arg("--audit-log")
+            .arg(&audit)
+            .args(extra)
+            .envs(env.iter().copied());
         cmd.stdout(Stdio::null()).stderr(Stdio::from(
             std::fs::File::create(root.join("proxy.log")).expect("log file"),
         ));
         let child = cmd.spawn().expect("spawn dockwarden");
         let engine = if upstream == DAEMON {
-            Engine { name: "20.10", socket: PathBuf::from(DAEMON), netns: None, prefix: None }
+            Engine {
+                name: "20.10",
+                socket: PathBuf::from(DAEMON),
+                netns: None,
+                prefix: None,
+            }
         } else {
-            Engine { name: "private", socket: PathBuf::from(upstream), netns: None, prefix: None }
+            Engine {
+                name: "private",
+                socket: PathBuf::from(upstream),
+                netns: None,
+                prefix: None,
+            }
         };
-        let mut p = Proxy { child, dir, socket, workspace, audit, engine };
+        let mut p = Proxy {
+            child,
+            dir,
+            socket,
+            workspace,
+            audit,
+            engine,
+        };
         p.wait_ready();
         p
     }
@@ -345,7 +450,10 @@ impl Proxy {
                 return;
             }
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("proxy exited before serving ({status}); log:\n{}", self.log());
+                panic!(
+                    "proxy exited before serving ({status}); log:\n{}",
+                    self.log()
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -368,7 +476,9 @@ impl Proxy {
     /// A Docker CLI command pointed at the proxy.
     pub fn cmd(&self, cli: &str) -> Command {
         let mut c = Command::new(cli);
-        c.env("DOCKER_HOST", self.docker_host()).env_remove("DOCKER_CONTEXT").env("DOCKER_CLI_HINTS", "false");
+        c.env("DOCKER_HOST", self.docker_host())
+            .env_remove("DOCKER_CONTEXT")
+            .env("DOCKER_CLI_HINTS", "false");
         c.current_dir(&self.workspace);
         c
     }
@@ -400,7 +510,8 @@ impl Drop for Proxy {
 /// Raw HTTP on a Unix socket; returns the response text.
 pub fn raw(sock: &Path, bytes: &[u8]) -> String {
     let mut s = UnixStream::connect(sock).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
     // The proxy may answer (413, 400) and close before reading everything: a failed write is
     // not a failure, the response is what counts.
     let _ = s.write_all(bytes);
@@ -423,15 +534,24 @@ pub fn raw(sock: &Path, bytes: &[u8]) -> String {
 /// True once a Content-Length response has been read whole.
 fn response_complete(b: &[u8]) -> bool {
     let text = String::from_utf8_lossy(b);
-    let Some(end) = text.find("\r\n\r\n") else { return false };
+    let Some(end) = text.find("\r\n\r\n") else {
+        return false;
+    };
     let head = text[..end].to_ascii_lowercase();
-    let cl = head.lines().find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)));
+    let cl = head.lines().find_map(|l| {
+        l.strip_prefix("content-length:")
+            .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+    });
     matches!(cl, Some(n) if b.len() >= end + 4 + n)
 }
 
 /// Runs a command with optional stdin and a timeout; panics on timeout.
 pub fn run_with_timeout(cmd: &mut Command, stdin: Option<&[u8]>, limit: Duration) -> Output {
-    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn command");
     if let Some(data) = stdin {
@@ -468,7 +588,12 @@ pub fn stderr(o: &Output) -> String {
 /// Asserts success and returns stdout.
 #[track_caller]
 pub fn ok(o: Output) -> String {
-    assert!(o.status.success(), "command failed: {}\nstdout: {}", stderr(&o), stdout(&o));
+    assert!(
+        o.status.success(),
+        "command failed: {}\nstdout: {}",
+        stderr(&o),
+        stdout(&o)
+    );
     stdout(&o)
 }
 
@@ -506,23 +631,43 @@ pub struct PrivateDaemon {
 impl PrivateDaemon {
     /// Starts a private Engine 20.10 under `/tmp/dwpd-<name>` and imports the test image into it.
     pub fn start(name: &str) -> PrivateDaemon {
-        let base = Engine { name: "20.10", socket: PathBuf::from(DAEMON), netns: None, prefix: None };
+        let base = Engine {
+            name: "20.10",
+            socket: PathBuf::from(DAEMON),
+            netns: None,
+            prefix: None,
+        };
         Self::start_on(&base, name)
     }
 
     /// Starts a private daemon of engine `e`'s version (its binaries) under
     /// `/tmp/dwpd-<name>-<e20|e26>` and imports the test image into it.
     pub fn start_on(e: &Engine, name: &str) -> PrivateDaemon {
-        let dir = if e.name == "20.10" { PathBuf::from(format!("/tmp/dwpd-{name}")) } else { PathBuf::from(format!("/tmp/dwpd-{name}-{}", e.tag())) };
+        let dir = if e.name == "20.10" {
+            PathBuf::from(format!("/tmp/dwpd-{name}"))
+        } else {
+            PathBuf::from(format!("/tmp/dwpd-{name}-{}", e.tag()))
+        };
         let _ = std::fs::create_dir_all(&dir);
         let socket = dir.join("d.sock");
-        let mut d = PrivateDaemon { dir, socket, child: None, base: e.clone() };
+        let mut d = PrivateDaemon {
+            dir,
+            socket,
+            child: None,
+            base: e.clone(),
+        };
         d.spawn();
-        let status = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/make-test-image.sh"))
-            .env("DOCKER_HOST", d.host())
-            .status()
-            .expect("run make-test-image.sh");
-        assert!(status.success(), "importing the test image into the private daemon");
+        let status = Command::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/make-test-image.sh"
+        ))
+        .env("DOCKER_HOST", d.host())
+        .status()
+        .expect("run make-test-image.sh");
+        assert!(
+            status.success(),
+            "importing the test image into the private daemon"
+        );
         d
     }
 
@@ -532,13 +677,25 @@ impl PrivateDaemon {
 
     /// This daemon as an [`Engine`] (its version's name, its socket and network namespace).
     pub fn engine(&self) -> Engine {
-        let netns = self.child.as_ref().map(|c| PathBuf::from(format!("/proc/{}/ns/net", c.id())));
-        Engine { name: self.base.name, socket: self.socket.clone(), netns, prefix: self.base.prefix.clone() }
+        let netns = self
+            .child
+            .as_ref()
+            .map(|c| PathBuf::from(format!("/proc/{}/ns/net", c.id())));
+        Engine {
+            name: self.base.name,
+            socket: self.socket.clone(),
+            netns,
+            prefix: self.base.prefix.clone(),
+        }
     }
 
     fn spawn(&mut self) {
         let d = &self.dir;
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(d.join("dockerd.log")).expect("log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(d.join("dockerd.log"))
+            .expect("log");
         let dockerd = self.base.dockerd();
         let mut cmd = Command::new("unshare");
         cmd.arg("--net").arg(dockerd.get_program());
@@ -549,10 +706,14 @@ impl PrivateDaemon {
             };
         }
         let child = cmd
-            .arg("--host").arg(self.host())
-            .arg("--data-root").arg(d.join("root"))
-            .arg("--exec-root").arg(d.join("exec"))
-            .arg("--pidfile").arg(d.join("dockerd.pid"))
+            .arg("--host")
+            .arg(self.host())
+            .arg("--data-root")
+            .arg(d.join("root"))
+            .arg("--exec-root")
+            .arg(d.join("exec"))
+            .arg("--pidfile")
+            .arg(d.join("dockerd.pid"))
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
             .spawn()
@@ -565,7 +726,10 @@ impl PrivateDaemon {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        panic!("private dockerd did not start; see {}", d.join("dockerd.log").display());
+        panic!(
+            "private dockerd did not start; see {}",
+            d.join("dockerd.log").display()
+        );
     }
 
     /// Stops the daemon (SIGTERM, as systemd would) and starts it again with the same state.
@@ -576,7 +740,10 @@ impl PrivateDaemon {
 
     fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(c.id().to_string())
+                .status();
             let _ = c.wait();
         }
     }

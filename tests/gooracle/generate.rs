@@ -50,11 +50,24 @@ use Kind::*;
 
 const DRIVER: &[(&str, Kind)] = &[("Name", Str), ("Options", Map)];
 const VOLUME_OPTIONS: &[(&str, Kind)] = &[("DriverConfig", Object(DRIVER)), ("NoCopy", Bool)];
-const MOUNT: &[(&str, Kind)] =
-    &[("Type", Str), ("Source", Str), ("Target", Str), ("ReadOnly", Bool), ("VolumeOptions", Object(VOLUME_OPTIONS))];
-const DEVICE: &[(&str, Kind)] = &[("PathOnHost", Str), ("PathInContainer", Str), ("CgroupPermissions", Str)];
-const DEVICE_REQUEST: &[(&str, Kind)] =
-    &[("Driver", Str), ("Count", Int), ("DeviceIDs", List), ("Capabilities", ListOfLists)];
+const MOUNT: &[(&str, Kind)] = &[
+    ("Type", Str),
+    ("Source", Str),
+    ("Target", Str),
+    ("ReadOnly", Bool),
+    ("VolumeOptions", Object(VOLUME_OPTIONS)),
+];
+const DEVICE: &[(&str, Kind)] = &[
+    ("PathOnHost", Str),
+    ("PathInContainer", Str),
+    ("CgroupPermissions", Str),
+];
+const DEVICE_REQUEST: &[(&str, Kind)] = &[
+    ("Driver", Str),
+    ("Count", Int),
+    ("DeviceIDs", List),
+    ("Capabilities", ListOfLists),
+];
 const BINDING: &[(&str, Kind)] = &[("HostIp", Str), ("HostPort", Str)];
 
 /// The HostConfig fields of the oracle's struct (Resources flattened in), plus two unknowns.
@@ -102,16 +115,71 @@ const CONFIG: &[(&str, Kind)] = &[
 ];
 
 const STRINGS: &[&str] = &[
-    "", "alpine", "host", "container:abc", "private", "bridge", "none", "/etc:/x", "/ws/a:/a:ro",
-    "/var/run/docker.sock:/s", "no-new-privileges", "seccomp=unconfined", "SYS_ADMIN", "bind",
-    "volume", "tmpfs", "127.0.0.1", "0.0.0.0", "8080", "\\u00e9t\\u00e9", "a\\\"b\\\\c", "\\n\\t",
-    "\\ud83d\\ude00", "\\/etc", "\u{e9}\u{2603}", "runc", "local", "/",
+    "",
+    "alpine",
+    "host",
+    "container:abc",
+    "private",
+    "bridge",
+    "none",
+    "/etc:/x",
+    "/ws/a:/a:ro",
+    "/var/run/docker.sock:/s",
+    "no-new-privileges",
+    "seccomp=unconfined",
+    "SYS_ADMIN",
+    "bind",
+    "volume",
+    "tmpfs",
+    "127.0.0.1",
+    "0.0.0.0",
+    "8080",
+    "\\u00e9t\\u00e9",
+    "a\\\"b\\\\c",
+    "\\n\\t",
+    "\\ud83d\\ude00",
+    "\\/etc",
+    "\u{e9}\u{2603}",
+    "runc",
+    "local",
+    "/",
 ];
-const ODD_STRINGS: &[&[u8]] = &[b"\\u0000", b"a\\u0000b", b"\\ud800", b"\\udc00x", b"\xff", b"\xc3", b"\xed\xa0\x80"];
-const INTS: &[&str] = &["0", "1", "-1", "4096", "9223372036854775807", "-9223372036854775808"];
+const ODD_STRINGS: &[&[u8]] = &[
+    b"\\u0000",
+    b"a\\u0000b",
+    b"\\ud800",
+    b"\\udc00x",
+    b"\xff",
+    b"\xc3",
+    b"\xed\xa0\x80",
+];
+const INTS: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "4096",
+    "9223372036854775807",
+    "-9223372036854775808",
+];
 /// Valid JSON numbers Go refuses for integer fields.
-const BAD_INTS: &[&str] = &["1.0", "1e3", "1E3", "0.5", "-0.0", "9223372036854775808", "123456789012345678901234567890"];
-const MAP_KEYS: &[&str] = &["a", "net.core.somaxconn", "kernel.domainname", "com.example", "o", "device", "type"];
+const BAD_INTS: &[&str] = &[
+    "1.0",
+    "1e3",
+    "1E3",
+    "0.5",
+    "-0.0",
+    "9223372036854775808",
+    "123456789012345678901234567890",
+];
+const MAP_KEYS: &[&str] = &[
+    "a",
+    "net.core.somaxconn",
+    "kernel.domainname",
+    "com.example",
+    "o",
+    "device",
+    "type",
+];
 const PORTS: &[&str] = &["80/tcp", "443", "53/udp", "8080/tcp"];
 
 /// Builds bodies; `odd` turns on the inputs our reader is meant to refuse.
@@ -122,14 +190,20 @@ pub struct Gen {
 
 impl Gen {
     pub fn new(seed: u64, odd: bool) -> Self {
-        Self { rng: Rng::new(seed), odd }
+        Self {
+            rng: Rng::new(seed),
+            odd,
+        }
     }
 
     /// One create body.
     pub fn body(&mut self) -> Vec<u8> {
         let mut out = Vec::new();
         if self.rng.chance(2) {
-            out.extend_from_slice(self.rng.bytes(&[&b"[]"[..], b"null", b"\"x\"", b"1", b"true"]));
+            out.extend_from_slice(
+                self.rng
+                    .bytes(&[&b"[]"[..], b"null", b"\"x\"", b"1", b"true"]),
+            );
         } else {
             let mut entries = self.fields(CONFIG, 40);
             if self.rng.chance(75) {
@@ -146,7 +220,15 @@ impl Gen {
             self.write_object(&mut out, entries);
         }
         if self.odd && self.rng.chance(6) {
-            out.extend_from_slice(self.rng.bytes(&[&b" x"[..], b" {}", b"]", b"}", b"\n1", b",", b"\x00"]));
+            out.extend_from_slice(self.rng.bytes(&[
+                &b" x"[..],
+                b" {}",
+                b"]",
+                b"}",
+                b"\n1",
+                b",",
+                b"\x00",
+            ]));
         }
         out
     }
@@ -210,7 +292,16 @@ impl Gen {
             0..=5 => name.chars().collect(),
             6 | 7 => name.to_ascii_lowercase().chars().collect(),
             8 => name.to_ascii_uppercase().chars().collect(),
-            _ => name.chars().map(|c| if self.rng.chance(50) { c.to_ascii_lowercase() } else { c }).collect(),
+            _ => name
+                .chars()
+                .map(|c| {
+                    if self.rng.chance(50) {
+                        c.to_ascii_lowercase()
+                    } else {
+                        c
+                    }
+                })
+                .collect(),
         };
         // Dotless i folds to nothing ASCII in Go: a different, unknown key.
         if self.rng.chance(3)
@@ -220,9 +311,15 @@ impl Gen {
         }
         if self.odd
             && self.rng.chance(8)
-            && let Some(p) = chars.iter().position(|c| matches!(c, 's' | 'S' | 'k' | 'K'))
+            && let Some(p) = chars
+                .iter()
+                .position(|c| matches!(c, 's' | 'S' | 'k' | 'K'))
         {
-            chars[p] = if matches!(chars[p], 's' | 'S') { '\u{17f}' } else { '\u{212a}' };
+            chars[p] = if matches!(chars[p], 's' | 'S') {
+                '\u{17f}'
+            } else {
+                '\u{212a}'
+            };
         }
         let mut out = Vec::new();
         if self.odd && self.rng.chance(2) {
@@ -232,7 +329,14 @@ impl Gen {
         for c in chars {
             if self.rng.chance(8) {
                 let hex = format!("\\u{:04x}", c as u32);
-                out.extend(if self.rng.chance(50) { hex.to_uppercase().replace("\\U", "\\u") } else { hex }.bytes());
+                out.extend(
+                    if self.rng.chance(50) {
+                        hex.to_uppercase().replace("\\U", "\\u")
+                    } else {
+                        hex
+                    }
+                    .bytes(),
+                );
             } else {
                 let mut buf = [0; 4];
                 out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
@@ -250,7 +354,15 @@ impl Gen {
     }
 
     fn wrong(&mut self, kind: Kind) -> Vec<u8> {
-        let candidates: &[&[u8]] = &[b"\"true\"", b"1", b"true", b"[]", b"{}", b"[\"x\"]", b"{\"a\":\"b\"}"];
+        let candidates: &[&[u8]] = &[
+            b"\"true\"",
+            b"1",
+            b"true",
+            b"[]",
+            b"{}",
+            b"[\"x\"]",
+            b"{\"a\":\"b\"}",
+        ];
         loop {
             let c = self.rng.pick(candidates).to_vec();
             let fits = match kind {
@@ -282,16 +394,48 @@ impl Gen {
             Bool => self.rng.bytes(&[&b"true"[..], b"false"]).to_vec(),
             Int if self.rng.chance(10) => self.rng.pick(BAD_INTS).as_bytes().to_vec(),
             Int => self.rng.pick(INTS).as_bytes().to_vec(),
-            List => self.array(|g| if g.rng.chance(8) { b"null".to_vec() } else { g.string() }),
-            ListOfLists => self.array(|g| if g.rng.chance(15) { b"null".to_vec() } else { g.right(List) }),
-            Structs(fields) => self.array(|g| if g.rng.chance(8) { b"null".to_vec() } else { g.object(fields, 50) }),
+            List => self.array(|g| {
+                if g.rng.chance(8) {
+                    b"null".to_vec()
+                } else {
+                    g.string()
+                }
+            }),
+            ListOfLists => self.array(|g| {
+                if g.rng.chance(15) {
+                    b"null".to_vec()
+                } else {
+                    g.right(List)
+                }
+            }),
+            Structs(fields) => self.array(|g| {
+                if g.rng.chance(8) {
+                    b"null".to_vec()
+                } else {
+                    g.object(fields, 50)
+                }
+            }),
             Object(fields) => self.object(fields, 50),
-            Map => self.map(MAP_KEYS, |g| if g.rng.chance(8) { b"null".to_vec() } else { g.string() }),
-            Set => self.map(PORTS, |g| g.rng.bytes(&[&b"{}"[..], b"null", b"{\"x\":1}"]).to_vec()),
+            Map => self.map(MAP_KEYS, |g| {
+                if g.rng.chance(8) {
+                    b"null".to_vec()
+                } else {
+                    g.string()
+                }
+            }),
+            Set => self.map(PORTS, |g| {
+                g.rng.bytes(&[&b"{}"[..], b"null", b"{\"x\":1}"]).to_vec()
+            }),
             Ports => self.map(PORTS, |g| match g.rng.below(10) {
                 0 => b"null".to_vec(),
                 1 => b"[]".to_vec(),
-                _ => g.array(|g| if g.rng.chance(8) { b"null".to_vec() } else { g.object(BINDING, 60) }),
+                _ => g.array(|g| {
+                    if g.rng.chance(8) {
+                        b"null".to_vec()
+                    } else {
+                        g.object(BINDING, 60)
+                    }
+                }),
             }),
         }
     }
@@ -311,8 +455,16 @@ impl Gen {
         let mut entries = Vec::new();
         for _ in 0..n {
             let k = *self.rng.pick(keys);
-            let k = if self.odd && self.rng.chance(20) { k.to_ascii_uppercase() } else { k.to_owned() };
-            if !self.odd && entries.iter().any(|(e, _): &(Vec<u8>, Vec<u8>)| e.eq_ignore_ascii_case(k.as_bytes())) {
+            let k = if self.odd && self.rng.chance(20) {
+                k.to_ascii_uppercase()
+            } else {
+                k.to_owned()
+            };
+            if !self.odd
+                && entries
+                    .iter()
+                    .any(|(e, _): &(Vec<u8>, Vec<u8>)| e.eq_ignore_ascii_case(k.as_bytes()))
+            {
                 continue;
             }
             entries.push((k.into_bytes(), value(self)));

@@ -69,7 +69,9 @@ fn build() -> Result<PathBuf, String> {
         .env("GOPROXY", "off")
         .status();
     match status {
-        Err(e) => Err(format!("`go` is not available ({e}); install golang-go to run the Go oracle")),
+        Err(e) => Err(format!(
+            "`go` is not available ({e}); install golang-go to run the Go oracle"
+        )),
         Ok(s) if !s.success() => panic!("`go build` of fixtures/gojson failed: {s}"),
         Ok(_) => {
             std::fs::rename(&tmp, &bin).map_err(|e| format!("cannot place the oracle: {e}"))?;
@@ -87,15 +89,23 @@ pub fn go_views(bin: &PathBuf, bodies: &[Vec<u8>]) -> Vec<GoViews> {
         .expect("start the Go oracle");
     let mut stdin = child.stdin.take().expect("oracle stdin");
     let input: String = bodies.iter().map(|b| hex(b) + "\n").collect();
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()).expect("feed the oracle"));
+    let writer =
+        std::thread::spawn(move || stdin.write_all(input.as_bytes()).expect("feed the oracle"));
     let stdout = BufReader::new(child.stdout.take().expect("oracle stdout"));
     let mut out = Vec::with_capacity(bodies.len());
     for line in stdout.lines() {
-        let v: Value = serde_json::from_str(&line.expect("oracle output")).expect("oracle prints JSON");
-        out.push(GoViews { modern: v["modern"].clone(), legacy: v["legacy"].clone() });
+        let v: Value =
+            serde_json::from_str(&line.expect("oracle output")).expect("oracle prints JSON");
+        out.push(GoViews {
+            modern: v["modern"].clone(),
+            legacy: v["legacy"].clone(),
+        });
     }
     writer.join().expect("oracle feeder");
-    assert!(child.wait().expect("oracle exit").success(), "the Go oracle failed");
+    assert!(
+        child.wait().expect("oracle exit").success(),
+        "the Go oracle failed"
+    );
     assert_eq!(out.len(), bodies.len(), "one oracle answer per body");
     out
 }

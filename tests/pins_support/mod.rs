@@ -9,7 +9,11 @@ use std::time::{Duration, Instant};
 /// Pin mounts plus pin targets in `pins` (the state file aside).
 pub fn pins_left(pins: &Path) -> usize {
     let targets = std::fs::read_dir(pins)
-        .map(|rd| rd.flatten().filter(|e| !e.file_name().to_string_lossy().starts_with("state.json")).count())
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| !e.file_name().to_string_lossy().starts_with("state.json"))
+                .count()
+        })
         .unwrap_or(0);
     mounted(pins).len() + targets
 }
@@ -36,9 +40,17 @@ pub struct PinGuard {
 
 impl PinGuard {
     fn cli(&self, args: &[&str]) -> String {
-        let cli = if Path::new("/usr/local/bin/docker").exists() { "/usr/local/bin/docker" } else { "/usr/bin/docker" };
-        let out = Command::new(cli).env("DOCKER_HOST", &self.host).args(args).output();
-        out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default()
+        let cli = if Path::new("/usr/local/bin/docker").exists() {
+            "/usr/local/bin/docker"
+        } else {
+            "/usr/bin/docker"
+        };
+        let out = Command::new(cli)
+            .env("DOCKER_HOST", &self.host)
+            .args(args)
+            .output();
+        out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
     }
 }
 
@@ -48,7 +60,11 @@ impl Drop for PinGuard {
         let ids = self.cli(&["ps", "-aq", "--no-trunc"]);
         let ids: Vec<&str> = ids.split_whitespace().collect();
         if !ids.is_empty() {
-            let mut args = vec!["inspect", "-f", "{{.Id}} {{range .Mounts}}{{.Source}} {{end}}"];
+            let mut args = vec![
+                "inspect",
+                "-f",
+                "{{.Id}} {{range .Mounts}}{{.Source}} {{end}}",
+            ];
             args.extend(ids.iter().copied());
             for line in self.cli(&args).lines() {
                 let mut it = line.split_whitespace();

@@ -43,9 +43,15 @@ fn forbidden() -> impl Strategy<Value = (&'static str, Value)> {
         ("UTSMode", json!("host")),
         ("UsernsMode", json!("host")),
         ("CgroupnsMode", json!("host")),
-        ("Devices", json!([{"PathOnHost": "/dev/sda", "PathInContainer": "/dev/sda", "CgroupPermissions": "rwm"}])),
+        (
+            "Devices",
+            json!([{"PathOnHost": "/dev/sda", "PathInContainer": "/dev/sda", "CgroupPermissions": "rwm"}]),
+        ),
         ("DeviceCgroupRules", json!(["a *:* rwm"])),
-        ("DeviceRequests", json!([{"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]}])),
+        (
+            "DeviceRequests",
+            json!([{"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]}]),
+        ),
         ("SecurityOpt", json!(["seccomp=unconfined"])),
         ("SecurityOpt", json!(["apparmor:unconfined"])),
         ("SecurityOpt", json!(["systempaths=unconfined"])),
@@ -57,9 +63,15 @@ fn forbidden() -> impl Strategy<Value = (&'static str, Value)> {
         ("Binds", json!(["/etc:/x"])),
         ("Binds", json!(["/:/host"])),
         ("Binds", json!(["/ws/../etc:/x"])),
-        ("Mounts", json!([{"Type": "bind", "Source": "/etc", "Target": "/x"}])),
+        (
+            "Mounts",
+            json!([{"Type": "bind", "Source": "/etc", "Target": "/x"}]),
+        ),
         ("Sysctls", json!({"kernel.core_pattern": "|/x"})),
-        ("PortBindings", json!({"80/tcp": [{"HostIp": "10.0.0.1", "HostPort": "80"}]})),
+        (
+            "PortBindings",
+            json!({"80/tcp": [{"HostIp": "10.0.0.1", "HostPort": "80"}]}),
+        ),
     ])
 }
 
@@ -68,12 +80,20 @@ fn spelled(field: &str, mask: u64) -> String {
     field
         .chars()
         .enumerate()
-        .map(|(i, c)| if mask >> (i % 64) & 1 == 1 { c.to_ascii_lowercase() } else { c.to_ascii_uppercase() })
+        .map(|(i, c)| {
+            if mask >> (i % 64) & 1 == 1 {
+                c.to_ascii_lowercase()
+            } else {
+                c.to_ascii_uppercase()
+            }
+        })
         .collect()
 }
 
 fn set_host(body: &mut Value, field: &str, v: Value) {
-    let hc = body["HostConfig"].as_object_mut().expect("benign bodies have a HostConfig");
+    let hc = body["HostConfig"]
+        .as_object_mut()
+        .expect("benign bodies have a HostConfig");
     hc.retain(|k, _| !k.eq_ignore_ascii_case(field));
     hc.insert(field.to_owned(), v);
 }

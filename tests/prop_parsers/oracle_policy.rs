@@ -12,7 +12,14 @@ fn forbidden_reason(view: &Value) -> Option<String> {
     }
     let hc = &view["HostConfig"];
     let strs = |f: &str| -> Vec<String> {
-        hc[f].as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()).unwrap_or_default()
+        hc[f]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
     };
     if hc["Privileged"] == Value::Bool(true) {
         return Some("Privileged".into());
@@ -20,12 +27,21 @@ fn forbidden_reason(view: &Value) -> Option<String> {
     if strs("CapAdd").iter().any(|c| !c.is_empty()) {
         return Some(format!("CapAdd {:?}", strs("CapAdd")));
     }
-    for ns in ["NetworkMode", "PidMode", "IpcMode", "UTSMode", "UsernsMode", "CgroupnsMode"] {
+    for ns in [
+        "NetworkMode",
+        "PidMode",
+        "IpcMode",
+        "UTSMode",
+        "UsernsMode",
+        "CgroupnsMode",
+    ] {
         if hc[ns] == "host" {
             return Some(format!("{ns} host"));
         }
     }
-    if let Some(b) = strs("Binds").iter().find(|b| b.starts_with("/etc") || b.starts_with("/:") || b.starts_with("/var/run/docker.sock:/s:")) {
+    if let Some(b) = strs("Binds").iter().find(|b| {
+        b.starts_with("/etc") || b.starts_with("/:") || b.starts_with("/var/run/docker.sock:/s:")
+    }) {
         return Some(format!("Binds {b}"));
     }
     let devices = hc["Devices"].as_array().map_or(0, Vec::len);
@@ -53,14 +69,24 @@ fn bodies_go_decodes_to_forbidden_settings_are_never_allowed() {
         let verdict = create_verdict(body);
         if let Verdict::Allow(p) = &verdict {
             // What the daemon will read: the policy's rewritten body, else the canonical bytes.
-            let out = p.body().cloned().or_else(|| json::parse(body).ok()).map(|j| j.to_bytes());
+            let out = p
+                .body()
+                .cloned()
+                .or_else(|| json::parse(body).ok())
+                .map(|j| j.to_bytes());
             forwarded.push((body.clone(), out.unwrap_or_default()));
         }
-        let Some(why) = forbidden_reason(&v.modern).or_else(|| forbidden_reason(&v.legacy)) else { continue };
+        let Some(why) = forbidden_reason(&v.modern).or_else(|| forbidden_reason(&v.legacy)) else {
+            continue;
+        };
         labelled += 1;
         parsed += usize::from(json::parse(body).is_ok());
         if let Verdict::Allow(p) = verdict {
-            allowed.push(format!("{why}: {:?} (rules {:?})", String::from_utf8_lossy(body), p.rules()));
+            allowed.push(format!(
+                "{why}: {:?} (rules {:?})",
+                String::from_utf8_lossy(body),
+                p.rules()
+            ));
         }
     }
     let sent: Vec<Vec<u8>> = forwarded.iter().map(|(_, out)| out.clone()).collect();
@@ -69,11 +95,15 @@ fn bodies_go_decodes_to_forbidden_settings_are_never_allowed() {
         daemon_rejects += usize::from(is_error(&v.modern));
         let (body, out_text) = (String::from_utf8_lossy(body), String::from_utf8_lossy(out));
         if let Some(why) = forbidden_reason(&v.modern).or_else(|| forbidden_reason(&v.legacy)) {
-            allowed.push(format!("forwarded body decodes to {why}: {body:?} sent as {out_text:?}"));
+            allowed.push(format!(
+                "forwarded body decodes to {why}: {body:?} sent as {out_text:?}"
+            ));
         }
         // The forwarded body is itself unambiguous, and Go reads it as our accessors do.
         match gooracle::rust_views(out) {
-            Err(e) => allowed.push(format!("forwarded body refused by our own reader ({e}): {out_text:?}")),
+            Err(e) => allowed.push(format!(
+                "forwarded body refused by our own reader ({e}): {out_text:?}"
+            )),
             Ok(views) => {
                 for (shape, ours) in views {
                     // A type error the policy did not care about (e.g. `"Labels": true`) is
@@ -83,7 +113,9 @@ fn bodies_go_decodes_to_forbidden_settings_are_never_allowed() {
                         Err(_) => is_error(v.get(shape)),
                     };
                     if !agree {
-                        allowed.push(format!("forwarded body read differently by Go ({shape:?}): {out_text:?}"));
+                        allowed.push(format!(
+                            "forwarded body read differently by Go ({shape:?}): {out_text:?}"
+                        ));
                     }
                 }
             }
@@ -99,7 +131,18 @@ fn bodies_go_decodes_to_forbidden_settings_are_never_allowed() {
     for a in allowed.iter().take(10) {
         eprintln!("ALLOWED {a}");
     }
-    assert!(allowed.is_empty(), "{} bodies Go decodes to a forbidden setting were allowed", allowed.len());
-    assert!(parsed > 800, "too few forbidden bodies reached the policy: {parsed}");
-    assert!(forwarded.len() > 1000, "too few allowed bodies to re-check: {}", forwarded.len());
+    assert!(
+        allowed.is_empty(),
+        "{} bodies Go decodes to a forbidden setting were allowed",
+        allowed.len()
+    );
+    assert!(
+        parsed > 800,
+        "too few forbidden bodies reached the policy: {parsed}"
+    );
+    assert!(
+        forwarded.len() > 1000,
+        "too few allowed bodies to re-check: {}",
+        forwarded.len()
+    );
 }

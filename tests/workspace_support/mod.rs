@@ -172,7 +172,10 @@ impl Drop for Svc {
         // a zombie still holds its cgroup.
         let inits = sandbox_inits(&self.state);
         for pid in &inits {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
         for pid in inits {
             let dir = PathBuf::from(format!("/proc/{pid}"));
@@ -213,11 +216,17 @@ pub fn sandbox_inits(state: &Path) -> Vec<i32> {
     let prefix = format!("{}/", state.join("workspaces").display());
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
         let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
         if args.iter().any(|a| *a == b"sandbox-init")
-            && args.windows(2).any(|w| w[0] == b"--root" && w[1].starts_with(prefix.as_bytes()))
+            && args
+                .windows(2)
+                .any(|w| w[0] == b"--root" && w[1].starts_with(prefix.as_bytes()))
         {
             out.push(pid);
         }
@@ -243,8 +252,14 @@ pub fn remove_workspace_cgroups(base: u32, count: u32) {
         }
     }
     let root = Path::new("/sys/fs/cgroup");
-    let Ok(rd) = std::fs::read_dir(root) else { return };
-    let hierarchies: Vec<PathBuf> = rd.flatten().map(|e| e.path()).chain([root.to_path_buf()]).collect();
+    let Ok(rd) = std::fs::read_dir(root) else {
+        return;
+    };
+    let hierarchies: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .chain([root.to_path_buf()])
+        .collect();
     for uid in base..base + count {
         for h in &hierarchies {
             let d = h.join(format!("dockwarden_ws_{uid}"));

@@ -60,20 +60,31 @@ fn type_mismatches_are_errors_as_in_go() {
 #[test]
 fn canonical_bytes_round_trip() {
     let v = parse(br#"{"B":[1,"x",null,{"c":true}],"A":-3}"#).expect("valid");
-    assert_eq!(v.to_bytes(), br#"{"B":[1,"x",null,{"c":true}],"A":-3}"#.to_vec());
+    assert_eq!(
+        v.to_bytes(),
+        br#"{"B":[1,"x",null,{"c":true}],"A":-3}"#.to_vec()
+    );
     assert_eq!(parse(&v.to_bytes()), Ok(v));
 }
 
 #[test]
 fn rejects_fold_equal_duplicates_in_large_objects() {
     // Past the linear-scan threshold the check switches to a hash set; both halves must agree.
-    for n in [LINEAR_DUP_CHECK - 1, LINEAR_DUP_CHECK, LINEAR_DUP_CHECK + 1, 200] {
+    for n in [
+        LINEAR_DUP_CHECK - 1,
+        LINEAR_DUP_CHECK,
+        LINEAR_DUP_CHECK + 1,
+        200,
+    ] {
         let keys: Vec<String> = (0..n).map(|i| format!("\"k{i}\": {i}")).collect();
         let ok = format!("{{{}}}", keys.join(","));
         assert!(parse(ok.as_bytes()).is_ok(), "{n} distinct keys");
         for dup_of in [0, n / 2, n - 1] {
             let bad = format!("{{{}, \"K{dup_of}\": 0}}", keys.join(","));
-            assert!(parse(bad.as_bytes()).is_err(), "{n} keys, duplicate of k{dup_of}");
+            assert!(
+                parse(bad.as_bytes()).is_err(),
+                "{n} keys, duplicate of k{dup_of}"
+            );
         }
     }
 }
@@ -94,10 +105,20 @@ fn differential_negative_zero_integer_is_refused() {
 /// the proxy forwards would not carry the client's number (Go parses floats exactly).
 #[test]
 fn differential_canonical_bytes_keep_floats_exact() {
-    for text in ["-132849664048.86275", "0.1", "1e-7", "123456789.12345679", "5e-324"] {
+    for text in [
+        "-132849664048.86275",
+        "0.1",
+        "1e-7",
+        "123456789.12345679",
+        "5e-324",
+    ] {
         let v = parse(text.as_bytes()).expect("valid");
         let expect: f64 = text.parse().expect("float");
-        assert_eq!(v, Json::Number(serde_json::Number::from_f64(expect).expect("finite")), "{text}");
+        assert_eq!(
+            v,
+            Json::Number(serde_json::Number::from_f64(expect).expect("finite")),
+            "{text}"
+        );
         assert_eq!(parse(&v.to_bytes()), Ok(v));
     }
 }

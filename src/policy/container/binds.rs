@@ -26,7 +26,12 @@ enum Spec {
 
 fn parse(spec: &str) -> Result<Spec, Denial> {
     let parts: Vec<&str> = spec.splitn(4, ':').collect();
-    let invalid = || Denial::new("container.mount.invalid", format!("bind specification `{spec}` is invalid"));
+    let invalid = || {
+        Denial::new(
+            "container.mount.invalid",
+            format!("bind specification `{spec}` is invalid"),
+        )
+    };
     let (source, rest) = match parts.as_slice() {
         [_] => return Ok(Spec::Anonymous),
         [s, t] => (*s, (*t).to_owned()),
@@ -40,17 +45,28 @@ fn parse(spec: &str) -> Result<Spec, Denial> {
         return Err(invalid());
     }
     if source.starts_with('/') {
-        Ok(Spec::Host { source: source.to_owned(), rest })
+        Ok(Spec::Host {
+            source: source.to_owned(),
+            rest,
+        })
     } else {
-        Ok(Spec::Named { name: source.to_owned() })
+        Ok(Spec::Named {
+            name: source.to_owned(),
+        })
     }
 }
 
 /// Refuses `shared`/`slave` propagation in a list of mode words.
-pub(super) fn check_propagation<'a>(words: impl Iterator<Item = &'a str>, what: &str) -> Result<(), Denial> {
+pub(super) fn check_propagation<'a>(
+    words: impl Iterator<Item = &'a str>,
+    what: &str,
+) -> Result<(), Denial> {
     for w in words {
         if SHARED_PROPAGATION.contains(&w) {
-            return Err(Denial::new("container.bind.propagation", format!("`{w}` propagation on `{what}` is not allowed")));
+            return Err(Denial::new(
+                "container.bind.propagation",
+                format!("`{w}` propagation on `{what}` is not allowed"),
+            ));
         }
     }
     Ok(())
@@ -85,36 +101,49 @@ pub(super) fn judge_source(raw: &str, ctx: &Ctx<'_>) -> Result<Source, Denial> {
     let shown = || format!("`{raw}`");
     if ctx.mode == Mode::Stored {
         let ws = &ctx.facts.env.workspace;
-        let inside = !ws.is_empty() && (path == *ws || path.starts_with(&format!("{}/", ws.trim_end_matches('/'))));
+        let inside = !ws.is_empty()
+            && (path == *ws || path.starts_with(&format!("{}/", ws.trim_end_matches('/'))));
         // A container made through the proxy stores its binds as pins (docs/binds.md).
         let pins = &ctx.facts.env.pin_dir;
-        let pinned = !pins.is_empty() && path.starts_with(&format!("{}/", pins.trim_end_matches('/')));
+        let pinned =
+            !pins.is_empty() && path.starts_with(&format!("{}/", pins.trim_end_matches('/')));
         return match (path == ctx.facts.env.proxy_socket, inside || pinned) {
             (true, _) => Ok(Source::DockerSocket),
             (false, true) => Ok(Source::Workspace(path)),
-            _ => Err(Denial::new("container.bind.outside", format!("it binds {} from outside the workspace", shown()))),
+            _ => Err(Denial::new(
+                "container.bind.outside",
+                format!("it binds {} from outside the workspace", shown()),
+            )),
         };
     }
     match ctx.facts.host_paths.get(&path) {
         None => Err(fact_missing(&format!("host path {}", shown()))),
         Some(HostPathFact::Inside { .. }) => Ok(Source::Workspace(path)),
         Some(HostPathFact::DockerSocket) => Ok(Source::DockerSocket),
-        Some(HostPathFact::Outside) => {
-            Err(Denial::new("container.bind.outside", format!("bind source {} is outside the workspace", shown())))
-        }
-        Some(HostPathFact::ThroughSymlink) => {
-            Err(Denial::new("container.bind.symlink", format!("bind source {} goes through a symlink", shown())))
-        }
-        Some(HostPathFact::Missing) => Err(Denial::new("container.bind.missing", format!("bind source {} does not exist", shown()))),
-        Some(HostPathFact::Unusable(why)) => {
-            Err(Denial::new("container.bind.unusable", format!("bind source {} cannot be used: {why}", shown())))
-        }
+        Some(HostPathFact::Outside) => Err(Denial::new(
+            "container.bind.outside",
+            format!("bind source {} is outside the workspace", shown()),
+        )),
+        Some(HostPathFact::ThroughSymlink) => Err(Denial::new(
+            "container.bind.symlink",
+            format!("bind source {} goes through a symlink", shown()),
+        )),
+        Some(HostPathFact::Missing) => Err(Denial::new(
+            "container.bind.missing",
+            format!("bind source {} does not exist", shown()),
+        )),
+        Some(HostPathFact::Unusable(why)) => Err(Denial::new(
+            "container.bind.unusable",
+            format!("bind source {} cannot be used: {why}", shown()),
+        )),
     }
 }
 
 /// Checks every `Binds` entry; rewrites Docker-socket binds to the proxy's socket.
 pub(super) fn check(hc: &mut Object, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<(), Denial> {
-    let Some(list) = hc.str_list("Binds")? else { return Ok(()) };
+    let Some(list) = hc.str_list("Binds")? else {
+        return Ok(());
+    };
     let mut out = Vec::with_capacity(list.len());
     let mut changed = false;
     for spec in list {
@@ -139,7 +168,10 @@ pub(super) fn check(hc: &mut Object, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<
                 Source::DockerSocket => {
                     let sock = &ctx.facts.env.proxy_socket;
                     if source != *sock {
-                        ch.rewrite("container.bind.docker_socket", format!("bind of `{source}` now uses the proxy socket"));
+                        ch.rewrite(
+                            "container.bind.docker_socket",
+                            format!("bind of `{source}` now uses the proxy socket"),
+                        );
                         changed = true;
                     }
                     out.push(format!("{sock}:{rest}"));
@@ -148,7 +180,10 @@ pub(super) fn check(hc: &mut Object, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<
         }
     }
     if changed {
-        hc.set("Binds", Json::Array(out.into_iter().map(Json::String).collect()));
+        hc.set(
+            "Binds",
+            Json::Array(out.into_iter().map(Json::String).collect()),
+        );
     }
     Ok(())
 }

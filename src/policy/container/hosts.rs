@@ -18,7 +18,10 @@ fn host_of(entry: &str) -> &str {
 pub(super) fn apply(hc: &mut Object, ch: &mut Changes) -> Result<(), Denial> {
     // A container in another's network namespace shares its /etc/hosts; the daemon refuses
     // ExtraHosts there ("conflicting options").
-    if hc.str("NetworkMode")?.is_some_and(|m| m.starts_with("container:")) {
+    if hc
+        .str("NetworkMode")?
+        .is_some_and(|m| m.starts_with("container:"))
+    {
         return Ok(());
     }
     let mut list = hc.str_list("ExtraHosts")?.unwrap_or_default();
@@ -26,7 +29,10 @@ pub(super) fn apply(hc: &mut Object, ch: &mut Changes) -> Result<(), Denial> {
         return Ok(());
     }
     list.push(ENTRY.to_owned());
-    hc.set("ExtraHosts", Json::Array(list.into_iter().map(Json::String).collect()));
+    hc.set(
+        "ExtraHosts",
+        Json::Array(list.into_iter().map(Json::String).collect()),
+    );
     ch.rewrite("container.extra_hosts", format!("added `{ENTRY}`"));
     Ok(())
 }

@@ -24,9 +24,11 @@ mod tests;
 use super::{Denial, Effect, FactQuery, Facts, Permitted, Policy, Request};
 use crate::api::json::Object;
 
-pub(crate) use privilege::tmpfs_option_ok;
 pub use foreign::RULES as FOREIGN_RULES;
-pub use foreign::{check as check_foreign, needs as needs_foreign, needs_more as needs_more_foreign};
+pub use foreign::{
+    check as check_foreign, needs as needs_foreign, needs_more as needs_more_foreign,
+};
+pub(crate) use privilege::tmpfs_option_ok;
 pub use rules::RULES;
 pub use verbs::{decide_exec, decide_start, decide_update};
 
@@ -66,7 +68,10 @@ impl Changes {
 
 /// A denial for a fact that was not gathered (fail closed).
 pub(crate) fn fact_missing(what: &str) -> Denial {
-    Denial::new("container.fact_missing", format!("{what} was not looked up"))
+    Denial::new(
+        "container.fact_missing",
+        format!("{what} was not looked up"),
+    )
 }
 
 /// The facts a create needs: bind sources, referenced volumes, join targets and, for
@@ -100,7 +105,11 @@ pub fn needs_more_create(req: &Request, facts: &Facts) -> Result<Vec<FactQuery>,
 pub fn decide_create(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted, Denial> {
     // `policy::effective` hands over a body whose top-level host settings were already moved.
     let mut cb = model::effective(req)?;
-    let ctx = Ctx { facts, policy, mode: Mode::Create };
+    let ctx = Ctx {
+        facts,
+        policy,
+        mode: Mode::Create,
+    };
     let mut ch = Changes::default();
     check_host_config(&mut cb.hc, &ctx, &mut ch)?;
     ports::publish_all(&cb.body, &mut cb.hc, &ctx, &mut ch)?;
@@ -122,14 +131,20 @@ pub(crate) fn is_effective(req: &Request) -> bool {
 
 /// The create body the daemon will read, with top-level host settings moved into
 /// `HostConfig`, and the keys that were moved.
-pub(crate) fn effective_body(req: &Request) -> Result<(crate::api::json::Json, Vec<String>), Denial> {
+pub(crate) fn effective_body(
+    req: &Request,
+) -> Result<(crate::api::json::Json, Vec<String>), Denial> {
     let cb = model::effective(req)?;
     let moved = cb.moved.clone();
     Ok((cb.into_json(), moved))
 }
 
 /// Every host-config rule, in both modes. In [`Mode::Create`] it may rewrite `hc`.
-pub(crate) fn check_host_config(hc: &mut Object, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<(), Denial> {
+pub(crate) fn check_host_config(
+    hc: &mut Object,
+    ctx: &Ctx<'_>,
+    ch: &mut Changes,
+) -> Result<(), Denial> {
     privilege::check(hc, ctx)?;
     privilege::drop_mknod(hc, ctx, ch)?;
     security::check(hc, ctx)?;

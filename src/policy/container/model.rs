@@ -15,19 +15,79 @@ use crate::policy::{Denial, Request};
 /// Every field name of `HostConfig` and its embedded `Resources` from 20.10 to 29.x, plus the
 /// wrapper's legacy `Cpuset`.
 pub(super) const HOST_CONFIG_FIELDS: &[&str] = &[
-    "Binds", "ContainerIDFile", "LogConfig", "NetworkMode", "PortBindings", "RestartPolicy",
-    "AutoRemove", "VolumeDriver", "VolumesFrom", "ConsoleSize", "Annotations", "CapAdd", "CapDrop",
-    "Capabilities", "CgroupnsMode", "Dns", "DnsOptions", "DnsSearch", "ExtraHosts", "GroupAdd",
-    "IpcMode", "Cgroup", "Links", "OomScoreAdj", "PidMode", "Privileged", "PublishAllPorts",
-    "ReadonlyRootfs", "SecurityOpt", "StorageOpt", "Tmpfs", "UTSMode", "UsernsMode", "ShmSize",
-    "Sysctls", "Runtime", "Isolation", "Mounts", "MaskedPaths", "ReadonlyPaths", "Init",
+    "Binds",
+    "ContainerIDFile",
+    "LogConfig",
+    "NetworkMode",
+    "PortBindings",
+    "RestartPolicy",
+    "AutoRemove",
+    "VolumeDriver",
+    "VolumesFrom",
+    "ConsoleSize",
+    "Annotations",
+    "CapAdd",
+    "CapDrop",
+    "Capabilities",
+    "CgroupnsMode",
+    "Dns",
+    "DnsOptions",
+    "DnsSearch",
+    "ExtraHosts",
+    "GroupAdd",
+    "IpcMode",
+    "Cgroup",
+    "Links",
+    "OomScoreAdj",
+    "PidMode",
+    "Privileged",
+    "PublishAllPorts",
+    "ReadonlyRootfs",
+    "SecurityOpt",
+    "StorageOpt",
+    "Tmpfs",
+    "UTSMode",
+    "UsernsMode",
+    "ShmSize",
+    "Sysctls",
+    "Runtime",
+    "Isolation",
+    "Mounts",
+    "MaskedPaths",
+    "ReadonlyPaths",
+    "Init",
     // Resources (embedded in HostConfig)
-    "CpuShares", "Memory", "NanoCpus", "CgroupParent", "BlkioWeight", "BlkioWeightDevice",
-    "BlkioDeviceReadBps", "BlkioDeviceWriteBps", "BlkioDeviceReadIOps", "BlkioDeviceWriteIOps",
-    "CpuPeriod", "CpuQuota", "CpuRealtimePeriod", "CpuRealtimeRuntime", "CpusetCpus", "CpusetMems",
-    "Devices", "DeviceCgroupRules", "DeviceRequests", "KernelMemory", "KernelMemoryTCP",
-    "MemoryReservation", "MemorySwap", "MemorySwappiness", "OomKillDisable", "PidsLimit", "Ulimits",
-    "CpuCount", "CpuPercent", "IOMaximumIOps", "IOMaximumBandwidth",
+    "CpuShares",
+    "Memory",
+    "NanoCpus",
+    "CgroupParent",
+    "BlkioWeight",
+    "BlkioWeightDevice",
+    "BlkioDeviceReadBps",
+    "BlkioDeviceWriteBps",
+    "BlkioDeviceReadIOps",
+    "BlkioDeviceWriteIOps",
+    "CpuPeriod",
+    "CpuQuota",
+    "CpuRealtimePeriod",
+    "CpuRealtimeRuntime",
+    "CpusetCpus",
+    "CpusetMems",
+    "Devices",
+    "DeviceCgroupRules",
+    "DeviceRequests",
+    "KernelMemory",
+    "KernelMemoryTCP",
+    "MemoryReservation",
+    "MemorySwap",
+    "MemorySwappiness",
+    "OomKillDisable",
+    "PidsLimit",
+    "Ulimits",
+    "CpuCount",
+    "CpuPercent",
+    "IOMaximumIOps",
+    "IOMaximumBandwidth",
 ];
 
 /// The wrapper's legacy `Cpuset` string (fills `CpusetCpus` on ≤ 26.x). Refused: no client sends it.
@@ -54,10 +114,18 @@ pub(super) fn effective(req: &Request) -> Result<CreateBody, Denial> {
     let top = match &req.body {
         None | Some(Json::Null) => &empty,
         Some(Json::Object(o)) => o,
-        Some(_) => return Err(Denial::new("request.body.invalid", "the body must be a JSON object")),
+        Some(_) => {
+            return Err(Denial::new(
+                "request.body.invalid",
+                "the body must be a JSON object",
+            ));
+        }
     };
     if top.field(LEGACY_CPUSET).is_some() {
-        return Err(Denial::new("container.legacy_hostconfig", "the legacy top-level `Cpuset` field is not accepted"));
+        return Err(Denial::new(
+            "container.legacy_hostconfig",
+            "the legacy top-level `Cpuset` field is not accepted",
+        ));
     }
     let inner = top.object("HostConfig")?.cloned();
     let mut body = Object::new();
@@ -76,7 +144,9 @@ pub(super) fn effective(req: &Request) -> Result<CreateBody, Denial> {
             (Some(_), _) => {
                 return Err(Denial::new(
                     "container.legacy_hostconfig",
-                    format!("top-level host setting `{k}` next to `HostConfig` is ambiguous across engine versions"),
+                    format!(
+                        "top-level host setting `{k}` next to `HostConfig` is ambiguous across engine versions"
+                    ),
                 ));
             }
             (None, _) => {
@@ -85,17 +155,26 @@ pub(super) fn effective(req: &Request) -> Result<CreateBody, Denial> {
             }
         }
     }
-    Ok(CreateBody { body, hc: inner.unwrap_or(hc), moved })
+    Ok(CreateBody {
+        body,
+        hc: inner.unwrap_or(hc),
+        moved,
+    })
 }
 
 /// The common modern shape, read without copying: `(top-level body, inner HostConfig)` when the
 /// body has an inner `HostConfig` object and no other top-level host setting. `None` means
 /// "use [`effective`]", which handles (or refuses) every other shape.
 pub(super) fn borrowed(req: &Request) -> Option<(&Object, &Object)> {
-    let Some(Json::Object(top)) = &req.body else { return None };
-    let Some(Json::Object(hc)) = top.get("HostConfig") else { return None };
+    let Some(Json::Object(top)) = &req.body else {
+        return None;
+    };
+    let Some(Json::Object(hc)) = top.get("HostConfig") else {
+        return None;
+    };
     let legacy = top.entries().any(|(k, v)| {
-        !v.is_null() && (fold_eq(k, LEGACY_CPUSET) || (!fold_eq(k, "HostConfig") && is_host_config_field(k)))
+        !v.is_null()
+            && (fold_eq(k, LEGACY_CPUSET) || (!fold_eq(k, "HostConfig") && is_host_config_field(k)))
     });
     (!legacy).then_some((top, hc))
 }

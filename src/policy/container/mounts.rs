@@ -34,9 +34,14 @@ pub(super) fn needs(hc: &Object) -> Result<Vec<FactQuery>, Denial> {
 pub(super) fn check(hc: &mut Object, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<(), Denial> {
     let vd = hc.str("VolumeDriver")?.unwrap_or("");
     if !driver_ok(vd) {
-        return Err(Denial::new("container.volume.driver", format!("volume driver `{vd}` is not allowed")));
+        return Err(Denial::new(
+            "container.volume.driver",
+            format!("volume driver `{vd}` is not allowed"),
+        ));
     }
-    let Some(list) = hc.object_list("Mounts")? else { return Ok(()) };
+    let Some(list) = hc.object_list("Mounts")? else {
+        return Ok(());
+    };
     let mut out = Vec::with_capacity(list.len());
     let mut changed = false;
     for mut m in list {
@@ -64,13 +69,19 @@ fn check_one(m: &mut Object, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<bool, De
             Ok(false)
         }
         "tmpfs" => Ok(false),
-        other => Err(Denial::new("container.mount.type", format!("mount type `{other}` is not allowed"))),
+        other => Err(Denial::new(
+            "container.mount.type",
+            format!("mount type `{other}` is not allowed"),
+        )),
     }
 }
 
 fn bind(m: &mut Object, source: &str, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<bool, Denial> {
     if !source.starts_with('/') {
-        return Err(Denial::new("container.mount.invalid", format!("bind mount source `{source}` is not an absolute path")));
+        return Err(Denial::new(
+            "container.mount.invalid",
+            format!("bind mount source `{source}` is not an absolute path"),
+        ));
     }
     if let Some(b) = m.object("BindOptions")? {
         check_propagation(b.str("Propagation")?.into_iter(), source)?;
@@ -91,7 +102,10 @@ fn bind(m: &mut Object, source: &str, ctx: &Ctx<'_>, ch: &mut Changes) -> Result
             if source == sock {
                 return Ok(false);
             }
-            ch.rewrite("container.bind.docker_socket", format!("mount of `{source}` now uses the proxy socket"));
+            ch.rewrite(
+                "container.bind.docker_socket",
+                format!("mount of `{source}` now uses the proxy socket"),
+            );
             m.set("Source", Json::String(sock));
             Ok(true)
         }
@@ -100,10 +114,15 @@ fn bind(m: &mut Object, source: &str, ctx: &Ctx<'_>, ch: &mut Changes) -> Result
 
 /// `VolumeOptions.DriverConfig`: the driver and options a missing volume is created with.
 fn driver_config(opts: &Object) -> Result<(), Denial> {
-    let Some(dc) = opts.object("DriverConfig")? else { return Ok(()) };
+    let Some(dc) = opts.object("DriverConfig")? else {
+        return Ok(());
+    };
     let name = dc.str("Name")?.unwrap_or("");
     if !driver_ok(name) {
-        return Err(Denial::new("container.volume.driver", format!("volume driver `{name}` is not allowed")));
+        return Err(Denial::new(
+            "container.volume.driver",
+            format!("volume driver `{name}` is not allowed"),
+        ));
     }
     let options = dc.str_map("Options")?.unwrap_or_default();
     check_local_options(&options).map_err(|m| Denial::new("container.volume.options", m))
@@ -124,7 +143,11 @@ pub(super) fn check_existing_volume(name: &str, ctx: &Ctx<'_>) -> Result<(), Den
         Some(Some(v)) => v,
     };
     if !driver_ok(&v.driver) {
-        return Err(Denial::new("container.volume.driver", format!("volume `{name}` uses driver `{}`", v.driver)));
+        return Err(Denial::new(
+            "container.volume.driver",
+            format!("volume `{name}` uses driver `{}`", v.driver),
+        ));
     }
-    check_local_options(&v.options).map_err(|m| Denial::new("container.volume.options", format!("volume `{name}`: {m}")))
+    check_local_options(&v.options)
+        .map_err(|m| Denial::new("container.volume.options", format!("volume `{name}`: {m}")))
 }

@@ -27,7 +27,9 @@ enum HostIp {
 }
 
 fn judge_ip(raw: &str) -> HostIp {
-    let Ok(ip) = raw.parse::<IpAddr>() else { return HostIp::Any };
+    let Ok(ip) = raw.parse::<IpAddr>() else {
+        return HostIp::Any;
+    };
     let ip = match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
@@ -46,34 +48,62 @@ pub(super) fn needs(body: &Object, hc: &Object) -> Result<Vec<FactQuery>, Denial
     if hc.bool("PublishAllPorts")? != Some(true) {
         return Ok(Vec::new());
     }
-    Ok(body.str("Image")?.filter(|i| !i.is_empty()).map(|i| FactQuery::Image(i.to_owned())).into_iter().collect())
+    Ok(body
+        .str("Image")?
+        .filter(|i| !i.is_empty())
+        .map(|i| FactQuery::Image(i.to_owned()))
+        .into_iter()
+        .collect())
 }
 
 fn loopback_binding(ctx: &Ctx<'_>) -> Json {
     let mut b = Object::new();
-    b.set("HostIp", Json::String(ctx.policy.ports.bind_address.clone()));
+    b.set(
+        "HostIp",
+        Json::String(ctx.policy.ports.bind_address.clone()),
+    );
     b.set("HostPort", Json::String(String::new()));
     Json::Array(vec![Json::Object(b)])
 }
 
 /// Checks and rewrites `PortBindings`.
-pub(super) fn check_bindings(hc: &mut Object, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<(), Denial> {
+pub(super) fn check_bindings(
+    hc: &mut Object,
+    ctx: &Ctx<'_>,
+    ch: &mut Changes,
+) -> Result<(), Denial> {
     if ctx.mode == Mode::Stored && hc.bool("PublishAllPorts")? == Some(true) {
-        return Err(Denial::new("container.ports.publish_all", "it publishes all ports on every interface"));
+        return Err(Denial::new(
+            "container.ports.publish_all",
+            "it publishes all ports on every interface",
+        ));
     }
-    let Some(map) = hc.object("PortBindings")? else { return Ok(()) };
+    let Some(map) = hc.object("PortBindings")? else {
+        return Ok(());
+    };
     let mut out = Object::new();
     for (port, list) in map.entries() {
         let items = match list {
             Json::Null => Vec::new(),
             Json::Array(items) => items.clone(),
-            _ => return Err(Denial::new("request.body.invalid", format!("bindings of port `{port}` must be a list"))),
+            _ => {
+                return Err(Denial::new(
+                    "request.body.invalid",
+                    format!("bindings of port `{port}` must be a list"),
+                ));
+            }
         };
         if items.is_empty() {
             if ctx.mode == Mode::Stored {
-                return Err(Denial::new("container.ports.empty", format!("port `{port}` has an empty binding list")));
+                return Err(Denial::new(
+                    "container.ports.empty",
+                    format!("port `{port}` has an empty binding list"),
+                ));
             }
-            ch.rewrite("container.ports.empty", format!("port `{port}`: empty binding list bound to loopback"));
+            ch.rewrite(
+                "container.ports.empty",
+                format!("port `{port}`: empty binding list bound to loopback"),
+            );
             out.set(port, loopback_binding(ctx));
             continue;
         }
@@ -92,7 +122,12 @@ fn binding(port: &str, item: Json, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<Ob
     let mut b = match item {
         Json::Null => Object::new(),
         Json::Object(o) => o,
-        _ => return Err(Denial::new("request.body.invalid", format!("a binding of port `{port}` must be an object"))),
+        _ => {
+            return Err(Denial::new(
+                "request.body.invalid",
+                format!("a binding of port `{port}` must be an object"),
+            ));
+        }
     };
     let raw = b.str("HostIp")?.unwrap_or("").to_owned();
     match (judge_ip(&raw), ctx.mode) {
@@ -102,14 +137,26 @@ fn binding(port: &str, item: Json, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<Ob
             }
         }
         (HostIp::Any, Mode::Create) => {
-            ch.rewrite("container.ports.host_ip", format!("port `{port}`: host IP `{raw}` rewritten to loopback"));
-            b.set("HostIp", Json::String(ctx.policy.ports.bind_address.clone()));
+            ch.rewrite(
+                "container.ports.host_ip",
+                format!("port `{port}`: host IP `{raw}` rewritten to loopback"),
+            );
+            b.set(
+                "HostIp",
+                Json::String(ctx.policy.ports.bind_address.clone()),
+            );
         }
         (HostIp::Any, Mode::Stored) => {
-            return Err(Denial::new("container.ports.host_ip", format!("it publishes port `{port}` on every interface")));
+            return Err(Denial::new(
+                "container.ports.host_ip",
+                format!("it publishes port `{port}` on every interface"),
+            ));
         }
         (HostIp::Other, _) => {
-            return Err(Denial::new("container.ports.host_ip", format!("publishing port `{port}` on `{raw}` is not allowed")));
+            return Err(Denial::new(
+                "container.ports.host_ip",
+                format!("publishing port `{port}` on `{raw}` is not allowed"),
+            ));
         }
     }
     Ok(b)
@@ -119,15 +166,27 @@ fn binding(port: &str, item: Json, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<Ob
 fn norm_port(p: &str) -> String {
     let (num, proto) = p.split_once('/').unwrap_or((p, "tcp"));
     let num = num.trim_start_matches('0');
-    format!("{}/{}", if num.is_empty() { "0" } else { num }, proto.to_ascii_lowercase())
+    format!(
+        "{}/{}",
+        if num.is_empty() { "0" } else { num },
+        proto.to_ascii_lowercase()
+    )
 }
 
 /// Turns `PublishAllPorts` into loopback bindings for every exposed port without one.
-pub(super) fn publish_all(body: &Object, hc: &mut Object, ctx: &Ctx<'_>, ch: &mut Changes) -> Result<(), Denial> {
+pub(super) fn publish_all(
+    body: &Object,
+    hc: &mut Object,
+    ctx: &Ctx<'_>,
+    ch: &mut Changes,
+) -> Result<(), Denial> {
     if hc.bool("PublishAllPorts")? != Some(true) {
         return Ok(());
     }
-    let mut exposed: Vec<String> = body.object("ExposedPorts")?.map(|o| o.entries().map(|(k, _)| k.to_owned()).collect()).unwrap_or_default();
+    let mut exposed: Vec<String> = body
+        .object("ExposedPorts")?
+        .map(|o| o.entries().map(|(k, _)| k.to_owned()).collect())
+        .unwrap_or_default();
     if let Some(image) = body.str("Image")?.filter(|i| !i.is_empty()) {
         match ctx.facts.images.get(image) {
             None => return Err(fact_missing(&format!("image `{image}`"))),
@@ -146,6 +205,9 @@ pub(super) fn publish_all(body: &Object, hc: &mut Object, ctx: &Ctx<'_>, ch: &mu
     }
     hc.set("PortBindings", Json::Object(map));
     hc.set("PublishAllPorts", Json::Bool(false));
-    ch.rewrite("container.ports.publish_all", "`PublishAllPorts` replaced by loopback bindings for every exposed port");
+    ch.rewrite(
+        "container.ports.publish_all",
+        "`PublishAllPorts` replaced by loopback bindings for every exposed port",
+    );
     Ok(())
 }

@@ -10,7 +10,17 @@ const LOG_DRIVERS: &[&str] = &["", "json-file", "local", "none"];
 
 /// tmpfs flags that keep the mount an ordinary scratch area.
 const TMPFS_FLAGS: &[&str] = &[
-    "rw", "ro", "exec", "noexec", "nosuid", "nodev", "noatime", "nodiratime", "relatime", "strictatime", "tmpcopyup",
+    "rw",
+    "ro",
+    "exec",
+    "noexec",
+    "nosuid",
+    "nodev",
+    "noatime",
+    "nodiratime",
+    "relatime",
+    "strictatime",
+    "tmpcopyup",
 ];
 /// tmpfs `key=value` options that only size or own the mount.
 const TMPFS_KEYS: &[&str] = &["size", "mode", "uid", "gid", "nr_inodes", "nr_blocks"];
@@ -22,17 +32,28 @@ fn deny(rule: &'static str, msg: impl Into<String>) -> Denial {
 /// Runs every privilege rule on a host config.
 pub(super) fn check(hc: &Object, ctx: &Ctx<'_>) -> Result<(), Denial> {
     if hc.bool("Privileged")? == Some(true) {
-        return Err(deny("container.privileged", "privileged containers are not allowed"));
+        return Err(deny(
+            "container.privileged",
+            "privileged containers are not allowed",
+        ));
     }
     capabilities(hc)?;
     devices(hc)?;
     match hc.str("Runtime")?.unwrap_or("") {
         "" | "runc" => {}
-        other => return Err(deny("container.runtime", format!("runtime `{other}` is not allowed"))),
+        other => {
+            return Err(deny(
+                "container.runtime",
+                format!("runtime `{other}` is not allowed"),
+            ));
+        }
     }
     cgroup_parent(hc, ctx)?;
     if hc.int("OomScoreAdj")?.is_some_and(|n| n < 0) {
-        return Err(deny("container.oom_score", "a negative OOM score adjustment is not allowed"));
+        return Err(deny(
+            "container.oom_score",
+            "a negative OOM score adjustment is not allowed",
+        ));
     }
     if hc.str_map("Annotations")?.is_some_and(|a| !a.is_empty()) {
         return Err(deny("container.annotations", "annotations are not allowed"));
@@ -41,7 +62,10 @@ pub(super) fn check(hc: &Object, ctx: &Ctx<'_>) -> Result<(), Denial> {
     if let Some(log) = hc.object("LogConfig")? {
         let t = log.str("Type")?.unwrap_or("");
         if !LOG_DRIVERS.contains(&t) {
-            return Err(deny("container.log_driver", format!("log driver `{t}` is not allowed")));
+            return Err(deny(
+                "container.log_driver",
+                format!("log driver `{t}` is not allowed"),
+            ));
         }
     }
     for (path, opts) in hc.str_map("Tmpfs")?.unwrap_or_default() {
@@ -56,11 +80,17 @@ fn capabilities(hc: &Object) -> Result<(), Denial> {
     // a default capability after `--cap-drop ALL` is refused too: the issue says "in any
     // spelling", and dropping fewer capabilities gives the same container.
     if let Some(cap) = hc.str_list("CapAdd")?.unwrap_or_default().first() {
-        return Err(deny("container.capabilities", format!("adding capability `{cap}` is not allowed")));
+        return Err(deny(
+            "container.capabilities",
+            format!("adding capability `{cap}` is not allowed"),
+        ));
     }
     // HostConfig.Capabilities (API 1.40 only) replaced the whole set on 19.03.
     if hc.str_list("Capabilities")?.is_some_and(|c| !c.is_empty()) {
-        return Err(deny("container.capabilities", "the legacy `Capabilities` list is not allowed"));
+        return Err(deny(
+            "container.capabilities",
+            "the legacy `Capabilities` list is not allowed",
+        ));
     }
     Ok(())
 }
@@ -87,7 +117,10 @@ pub(super) fn drop_mknod(hc: &mut Object, ctx: &Ctx<'_>, ch: &mut Changes) -> Re
         return Ok(());
     }
     list.push("MKNOD".to_owned());
-    hc.set("CapDrop", Json::Array(list.into_iter().map(Json::String).collect()));
+    hc.set(
+        "CapDrop",
+        Json::Array(list.into_iter().map(Json::String).collect()),
+    );
     ch.rewrite("container.mknod", "added `MKNOD` to `CapDrop`");
     Ok(())
 }
@@ -96,11 +129,23 @@ fn devices(hc: &Object) -> Result<(), Denial> {
     if hc.object_list("Devices")?.is_some_and(|d| !d.is_empty()) {
         return Err(deny("container.devices", "host devices are not allowed"));
     }
-    if hc.object_list("DeviceRequests")?.is_some_and(|d| !d.is_empty()) {
-        return Err(deny("container.devices", "device requests (GPUs, CDI) are not allowed"));
+    if hc
+        .object_list("DeviceRequests")?
+        .is_some_and(|d| !d.is_empty())
+    {
+        return Err(deny(
+            "container.devices",
+            "device requests (GPUs, CDI) are not allowed",
+        ));
     }
-    if hc.str_list("DeviceCgroupRules")?.is_some_and(|d| !d.is_empty()) {
-        return Err(deny("container.devices", "device cgroup rules are not allowed"));
+    if hc
+        .str_list("DeviceCgroupRules")?
+        .is_some_and(|d| !d.is_empty())
+    {
+        return Err(deny(
+            "container.devices",
+            "device cgroup rules are not allowed",
+        ));
     }
     Ok(())
 }
@@ -114,14 +159,20 @@ fn cgroup_parent(hc: &Object, ctx: &Ctx<'_>) -> Result<(), Denial> {
     if ctx.mode == Mode::Stored && ctx.facts.env.cgroup_parent.as_deref() == Some(parent) {
         return Ok(());
     }
-    Err(deny("container.cgroup_parent", format!("cgroup parent `{parent}` is not allowed")))
+    Err(deny(
+        "container.cgroup_parent",
+        format!("cgroup parent `{parent}` is not allowed"),
+    ))
 }
 
 /// Checks a `Tmpfs` option string (`HostConfig.Tmpfs` values, comma-separated).
 pub(super) fn tmpfs_options(path: &str, opts: &str) -> Result<(), Denial> {
     for opt in opts.split(',').filter(|o| !o.is_empty()) {
         if !tmpfs_option_ok(opt) {
-            return Err(deny("container.tmpfs", format!("tmpfs option `{opt}` on `{path}` is not allowed")));
+            return Err(deny(
+                "container.tmpfs",
+                format!("tmpfs option `{opt}` on `{path}` is not allowed"),
+            ));
         }
     }
     Ok(())

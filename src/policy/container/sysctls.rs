@@ -24,7 +24,11 @@ pub(super) fn check(hc: &Object, ctx: &Ctx<'_>) -> Result<(), Denial> {
     let lists = &ctx.policy.sysctls;
     for (key, _) in hc.str_map("Sysctls")?.unwrap_or_default() {
         let plain = !key.is_empty()
-            && key.split('.').all(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
+            && key.split('.').all(|c| {
+                !c.is_empty()
+                    && c.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            });
         if !plain {
             return Err(deny(format!("sysctl `{key}` is not a plain dotted name")));
         }
@@ -39,8 +43,11 @@ pub(super) fn check(hc: &Object, ctx: &Ctx<'_>) -> Result<(), Denial> {
             Ns::Net => ("NetworkMode", "network"),
             Ns::Ipc => ("IpcMode", "IPC"),
         };
-        own_namespace(hc, field, ctx)?
-            .map_or(Ok(()), |why| Err(deny(format!("sysctl `{key}` needs the container's own {flag} namespace: {why}"))))?;
+        own_namespace(hc, field, ctx)?.map_or(Ok(()), |why| {
+            Err(deny(format!(
+                "sysctl `{key}` needs the container's own {flag} namespace: {why}"
+            )))
+        })?;
     }
     Ok(())
 }
@@ -51,7 +58,9 @@ fn own_namespace(hc: &Object, field: &str, ctx: &Ctx<'_>) -> Result<Option<Strin
     if mode == "host" {
         return Ok(Some(format!("`{field}` is `host`")));
     }
-    let Some(target) = mode.strip_prefix("container:") else { return Ok(None) };
+    let Some(target) = mode.strip_prefix("container:") else {
+        return Ok(None);
+    };
     if ctx.mode == Mode::Stored {
         return Ok(Some(format!("it joins container `{target}` in turn")));
     }
@@ -62,10 +71,16 @@ fn own_namespace(hc: &Object, field: &str, ctx: &Ctx<'_>) -> Result<Option<Strin
     };
     let joined = match &fact.host_config {
         Json::Object(o) => o.str(field)?.unwrap_or("").to_owned(),
-        _ => return Ok(Some(format!("the host config of container `{target}` is unreadable"))),
+        _ => {
+            return Ok(Some(format!(
+                "the host config of container `{target}` is unreadable"
+            )));
+        }
     };
     if joined == "host" || joined.starts_with("container:") {
-        return Ok(Some(format!("container `{target}` has `{field}` `{joined}`")));
+        return Ok(Some(format!(
+            "container `{target}` has `{field}` `{joined}`"
+        )));
     }
     Ok(None)
 }

@@ -27,9 +27,26 @@ fn decide(body: &str) -> Result<Permitted, Denial> {
 #[test]
 fn capabilities_are_refused_in_any_spelling() {
     assert!(privilege::tmpfs_option_ok("size=1m"));
-    assert!(decide(r#"{"HostConfig":{"CapAdd":[]}}"#).is_ok(), "an empty list adds nothing");
-    assert!(decide(r#"{"HostConfig":{"CapDrop":["ALL"]}}"#).is_ok(), "dropping is always fine");
-    for bad in ["CHOWN", "chown", "CAP_KILL", "SYS_ADMIN", "ALL", "all", "CAP_ALL", "", "cap_\u{17f}y\u{17f}_admin", "NET_ADMIN"] {
+    assert!(
+        decide(r#"{"HostConfig":{"CapAdd":[]}}"#).is_ok(),
+        "an empty list adds nothing"
+    );
+    assert!(
+        decide(r#"{"HostConfig":{"CapDrop":["ALL"]}}"#).is_ok(),
+        "dropping is always fine"
+    );
+    for bad in [
+        "CHOWN",
+        "chown",
+        "CAP_KILL",
+        "SYS_ADMIN",
+        "ALL",
+        "all",
+        "CAP_ALL",
+        "",
+        "cap_\u{17f}y\u{17f}_admin",
+        "NET_ADMIN",
+    ] {
         let d = decide(&format!(r#"{{"HostConfig":{{"CapAdd":["{bad}"]}}}}"#)).expect_err(bad);
         assert_eq!(d.rule, "container.capabilities");
     }
@@ -38,10 +55,22 @@ fn capabilities_are_refused_in_any_spelling() {
 #[test]
 fn top_level_fields_move_into_host_config_or_refuse_next_to_it() {
     let p = decide(r#"{"Image":"x","Memory":5}"#).expect("allowed");
-    let Some(Json::Object(b)) = p.body() else { panic!("no body") };
+    let Some(Json::Object(b)) = p.body() else {
+        panic!("no body")
+    };
     assert!(b.get("Memory").is_none());
-    assert_eq!(b.object("HostConfig").expect("hc").and_then(|h| h.int("Memory").ok().flatten()), Some(5));
-    assert_eq!(decide(r#"{"Image":"x","Memory":5,"HostConfig":{}}"#).expect_err("mixed").rule, "container.legacy_hostconfig");
+    assert_eq!(
+        b.object("HostConfig")
+            .expect("hc")
+            .and_then(|h| h.int("Memory").ok().flatten()),
+        Some(5)
+    );
+    assert_eq!(
+        decide(r#"{"Image":"x","Memory":5,"HostConfig":{}}"#)
+            .expect_err("mixed")
+            .rule,
+        "container.legacy_hostconfig"
+    );
 }
 
 /// Forbidden settings and the rule each must trip (any of them may trip first).
@@ -56,12 +85,24 @@ const FORBIDDEN: &[(&str, &str)] = &[
     ("CgroupParent", r#""/""#),
     ("Runtime", r#""kata""#),
     ("Binds", r#"["/:/host"]"#),
-    ("Mounts", r#"[{"Type":"bind","Source":"/etc","Target":"/x"}]"#),
+    (
+        "Mounts",
+        r#"[{"Type":"bind","Source":"/etc","Target":"/x"}]"#,
+    ),
     ("PortBindings", r#"{"80/tcp":[{"HostIp":"192.0.2.1"}]}"#),
 ];
 
 fn recase(key: &str, mask: u64) -> String {
-    key.chars().enumerate().map(|(i, c)| if mask >> (i % 64) & 1 == 1 { c.to_ascii_lowercase() } else { c.to_ascii_uppercase() }).collect()
+    key.chars()
+        .enumerate()
+        .map(|(i, c)| {
+            if mask >> (i % 64) & 1 == 1 {
+                c.to_ascii_lowercase()
+            } else {
+                c.to_ascii_uppercase()
+            }
+        })
+        .collect()
 }
 
 proptest! {

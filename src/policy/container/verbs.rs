@@ -8,7 +8,10 @@ fn body_object(req: &Request) -> Result<Object, Denial> {
     match &req.body {
         None | Some(Json::Null) => Ok(Object::new()),
         Some(Json::Object(o)) => Ok(o.clone()),
-        Some(_) => Err(Denial::new("request.body.invalid", "the body must be a JSON object")),
+        Some(_) => Err(Denial::new(
+            "request.body.invalid",
+            "the body must be a JSON object",
+        )),
     }
 }
 
@@ -21,7 +24,10 @@ pub fn decide_start(req: &Request) -> Result<Permitted, Denial> {
         Some(_) => false,
     };
     if !empty {
-        return Err(Denial::new("container.start_body", "a start request must not carry a body"));
+        return Err(Denial::new(
+            "container.start_body",
+            "a start request must not carry a body",
+        ));
     }
     Ok(Permitted::allow(req))
 }
@@ -32,13 +38,23 @@ pub fn decide_start(req: &Request) -> Result<Permitted, Denial> {
 pub fn decide_update(req: &Request, _facts: &Facts, _policy: &Policy) -> Result<Permitted, Denial> {
     let body = body_object(req)?;
     if body.object_list("Devices")?.is_some_and(|d| !d.is_empty())
-        || body.object_list("DeviceRequests")?.is_some_and(|d| !d.is_empty())
-        || body.str_list("DeviceCgroupRules")?.is_some_and(|d| !d.is_empty())
+        || body
+            .object_list("DeviceRequests")?
+            .is_some_and(|d| !d.is_empty())
+        || body
+            .str_list("DeviceCgroupRules")?
+            .is_some_and(|d| !d.is_empty())
     {
-        return Err(Denial::new("container.devices", "devices cannot be added by an update"));
+        return Err(Denial::new(
+            "container.devices",
+            "devices cannot be added by an update",
+        ));
     }
     if let Some(parent) = body.str("CgroupParent")?.filter(|p| !p.is_empty()) {
-        return Err(Denial::new("container.cgroup_parent", format!("cgroup parent `{parent}` is not allowed")));
+        return Err(Denial::new(
+            "container.cgroup_parent",
+            format!("cgroup parent `{parent}` is not allowed"),
+        ));
     }
     Ok(Permitted::allow(req))
 }
@@ -47,7 +63,10 @@ pub fn decide_update(req: &Request, _facts: &Facts, _policy: &Policy) -> Result<
 pub fn decide_exec(req: &Request) -> Result<Permitted, Denial> {
     let body = body_object(req)?;
     if body.bool("Privileged")? == Some(true) {
-        return Err(Denial::new("container.privileged", "privileged exec is not allowed"));
+        return Err(Denial::new(
+            "container.privileged",
+            "privileged exec is not allowed",
+        ));
     }
     Ok(Permitted::allow(req))
 }

@@ -103,7 +103,10 @@ mod tests {
                 .replace("profile = \"default\"", "profile = \"private-daemon\""),
         )
         .expect("private-daemon policy");
-        assert_eq!(classify("/moby.buildkit.v1.Control/Prune", &private), Call::Allow);
+        assert_eq!(
+            classify("/moby.buildkit.v1.Control/Prune", &private),
+            Call::Allow
+        );
         match classify("/moby.buildkit.v1.Control/Prune", &Policy::default_policy()) {
             Call::Deny(d) => assert_eq!(d.rule, "system.prune"),
             other => panic!("default profile allowed BuildKit prune: {other:?}"),

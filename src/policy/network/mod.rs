@@ -70,7 +70,10 @@ fn body_object(req: &Request) -> Result<Object, Denial> {
     match &req.body {
         None | Some(Json::Null) => Ok(Object::new()),
         Some(Json::Object(o)) => Ok(o.clone()),
-        Some(_) => Err(Denial::new("request.body.invalid", "the body must be a JSON object")),
+        Some(_) => Err(Denial::new(
+            "request.body.invalid",
+            "the body must be a JSON object",
+        )),
     }
 }
 
@@ -79,13 +82,20 @@ pub fn needs_create(_req: &Request) -> Result<Vec<FactQuery>, Denial> {
 }
 
 pub fn needs_connect(_req: &Request, id: &str) -> Result<Vec<FactQuery>, Denial> {
-    Ok(vec![FactQuery::Network(id.to_owned()), FactQuery::HostRoutes])
+    Ok(vec![
+        FactQuery::Network(id.to_owned()),
+        FactQuery::HostRoutes,
+    ])
 }
 
 /// `POST /networks/create`.
 pub fn decide_create(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted, Denial> {
     let body = body_object(req)?;
-    let cx = spec::Context { policy, routes: facts.host_routes.as_deref(), own_iface: None };
+    let cx = spec::Context {
+        policy,
+        routes: facts.host_routes.as_deref(),
+        own_iface: None,
+    };
     spec::check(&body, &cx)?;
     Ok(Permitted::allow(req))
 }
@@ -93,7 +103,10 @@ pub fn decide_create(req: &Request, facts: &Facts, policy: &Policy) -> Result<Pe
 /// `POST /networks/{id}/connect`.
 pub fn decide_connect(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted, Denial> {
     let crate::api::route::Endpoint::NetworkConnect(id) = &req.route.endpoint else {
-        return Err(Denial::new("network.connect", "not a network connect request"));
+        return Err(Denial::new(
+            "network.connect",
+            "not a network connect request",
+        ));
     };
     check_joinable(id, facts, policy)?;
     let body = body_object(req)?;
@@ -110,12 +123,24 @@ fn create_networks(body: &Object) -> Result<Vec<(String, Option<Object>)>, Denia
     if let Some(mode) = hc.map(|h| h.str("NetworkMode")).transpose()?.flatten() {
         out.push((mode.to_owned(), None));
     }
-    let eps = body.object("NetworkingConfig")?.map(|n| n.object("EndpointsConfig")).transpose()?.flatten();
-    for (name, v) in eps.map(|e| e.entries().collect::<Vec<_>>()).unwrap_or_default() {
+    let eps = body
+        .object("NetworkingConfig")?
+        .map(|n| n.object("EndpointsConfig"))
+        .transpose()?
+        .flatten();
+    for (name, v) in eps
+        .map(|e| e.entries().collect::<Vec<_>>())
+        .unwrap_or_default()
+    {
         let settings = match v {
             Json::Null => None,
             Json::Object(o) => Some(o.clone()),
-            _ => return Err(Denial::new("request.body.invalid", "field `EndpointsConfig` must map names to objects")),
+            _ => {
+                return Err(Denial::new(
+                    "request.body.invalid",
+                    "field `EndpointsConfig` must map names to objects",
+                ));
+            }
         };
         out.push((name.to_owned(), settings));
     }
@@ -125,7 +150,11 @@ fn create_networks(body: &Object) -> Result<Vec<(String, Option<Object>)>, Denia
 /// True for network-mode values the container rules own (`host`, `none`, `container:<id>`)
 /// and the default bridge, which need no look-up.
 fn is_builtin(name: &str) -> bool {
-    name.is_empty() || name == "none" || name == "host" || name.starts_with("container:") || DEFAULT_BRIDGE.contains(&name)
+    name.is_empty()
+        || name == "none"
+        || name == "host"
+        || name.starts_with("container:")
+        || DEFAULT_BRIDGE.contains(&name)
 }
 
 /// Facts container create needs for its networks: each user-defined network named in
@@ -134,8 +163,11 @@ fn is_builtin(name: &str) -> bool {
 /// For the integrator: `endpoints::needs` appends this to `container::needs_create`.
 pub fn needs_endpoints(req: &Request) -> Result<Vec<FactQuery>, Denial> {
     let body = body_object(req)?;
-    let mut qs: Vec<FactQuery> =
-        create_networks(&body)?.into_iter().filter(|(n, _)| !is_builtin(n)).map(|(n, _)| FactQuery::Network(n)).collect();
+    let mut qs: Vec<FactQuery> = create_networks(&body)?
+        .into_iter()
+        .filter(|(n, _)| !is_builtin(n))
+        .map(|(n, _)| FactQuery::Network(n))
+        .collect();
     if !qs.is_empty() {
         qs.push(FactQuery::HostRoutes);
     }
@@ -153,7 +185,10 @@ pub fn check_endpoints(req: &Request, facts: &Facts, policy: &Policy) -> Result<
     let body = body_object(req)?;
     for (name, settings) in create_networks(&body)? {
         if name == "host" {
-            return Err(Denial::new("network.connect", "joining the host network is not allowed"));
+            return Err(Denial::new(
+                "network.connect",
+                "joining the host network is not allowed",
+            ));
         }
         if !is_builtin(&name) {
             check_joinable(&name, facts, policy)?;
@@ -166,11 +201,25 @@ pub fn check_endpoints(req: &Request, facts: &Facts, policy: &Policy) -> Result<
 }
 
 /// The network a container would join must exist and meet the same rules as a new one.
-pub(crate) fn check_joinable(reference: &str, facts: &Facts, policy: &Policy) -> Result<(), Denial> {
+pub(crate) fn check_joinable(
+    reference: &str,
+    facts: &Facts,
+    policy: &Policy,
+) -> Result<(), Denial> {
     let rule = "network.connect";
     let nf = match facts.networks.get(reference) {
-        None => return Err(Denial::new(rule, format!("network `{reference}` was not looked up"))),
-        Some(None) => return Err(Denial::new(rule, format!("network `{reference}` not found"))),
+        None => {
+            return Err(Denial::new(
+                rule,
+                format!("network `{reference}` was not looked up"),
+            ));
+        }
+        Some(None) => {
+            return Err(Denial::new(
+                rule,
+                format!("network `{reference}` not found"),
+            ));
+        }
         Some(Some(nf)) => nf,
     };
     if nf.name == "host" || nf.driver == "host" {
@@ -185,21 +234,48 @@ pub(crate) fn check_joinable(reference: &str, facts: &Facts, policy: &Policy) ->
     // create, so failing one means it was made elsewhere (the `network.connect` hint). Only a
     // route that appeared since can refuse a network the proxy made (`network.connect.route`).
     // Either way the refusal names one rule.
-    let no_routes = spec::Context { policy, routes: Some(&[]), own_iface: own.clone() };
-    spec::check(&raw, &no_routes)
-        .map_err(|d| Denial::new(rule, format!("network `{}` does not meet the network rules: {}", nf.name, d.message)))?;
-    let cx = spec::Context { policy, routes: facts.host_routes.as_deref(), own_iface: own };
-    spec::check(&raw, &cx).map_err(|d| Denial::new("network.connect.route", format!("network `{}`: {}", nf.name, d.message)))
+    let no_routes = spec::Context {
+        policy,
+        routes: Some(&[]),
+        own_iface: own.clone(),
+    };
+    spec::check(&raw, &no_routes).map_err(|d| {
+        Denial::new(
+            rule,
+            format!(
+                "network `{}` does not meet the network rules: {}",
+                nf.name, d.message
+            ),
+        )
+    })?;
+    let cx = spec::Context {
+        policy,
+        routes: facts.host_routes.as_deref(),
+        own_iface: own,
+    };
+    spec::check(&raw, &cx).map_err(|d| {
+        Denial::new(
+            "network.connect.route",
+            format!("network `{}`: {}", nf.name, d.message),
+        )
+    })
 }
 
 /// The daemon's own default bridge (`docker0`), which every container joins by default.
 fn is_default_bridge(nf: &NetworkFact) -> bool {
-    nf.name == "bridge" && nf.options.iter().any(|(k, v)| k == "com.docker.network.bridge.default_bridge" && v == "true")
+    nf.name == "bridge"
+        && nf
+            .options
+            .iter()
+            .any(|(k, v)| k == "com.docker.network.bridge.default_bridge" && v == "true")
 }
 
 fn check_endpoint_settings(network: &str, ep: &Object) -> Result<(), Denial> {
     if let Some((k, _)) = ep.str_map("DriverOpts")?.unwrap_or_default().first() {
-        return Err(Denial::new("network.endpoint", format!("endpoint driver option `{k}` on network `{network}` is not allowed")));
+        return Err(Denial::new(
+            "network.endpoint",
+            format!("endpoint driver option `{k}` on network `{network}` is not allowed"),
+        ));
     }
     Ok(())
 }

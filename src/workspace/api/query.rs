@@ -61,8 +61,13 @@ pub fn metadata(q: &[(String, String)]) -> BTreeMap<String, String> {
 
 /// `metadata` for `list` and delete-by-metadata, which take nothing else: a key without
 /// the `meta.` prefix is refused rather than silently ignored.
-pub fn metadata_filter(q: &[(String, String)]) -> crate::workspace::error::WsResult<BTreeMap<String, String>> {
-    if let Some((k, _)) = q.iter().find(|(k, _)| !k.starts_with("meta.") && k != "stream") {
+pub fn metadata_filter(
+    q: &[(String, String)],
+) -> crate::workspace::error::WsResult<BTreeMap<String, String>> {
+    if let Some((k, _)) = q
+        .iter()
+        .find(|(k, _)| !k.starts_with("meta.") && k != "stream")
+    {
         return Err(crate::workspace::error::WsError::Invalid(format!(
             "unknown filter `{k}`; metadata filters are `meta.<key>=<value>`"
         )));

@@ -102,9 +102,16 @@ pub fn route(method: &Method, path: &str) -> Route {
                 _ => Route::Unknown,
             }
         }
-        ["", "v1", "resize-requests", rid, verb @ ("approve" | "reject")] => {
-            only(m == Method::POST, Route::DecideRequest(rid.to_string(), *verb == "approve"))
-        }
+        [
+            "",
+            "v1",
+            "resize-requests",
+            rid,
+            verb @ ("approve" | "reject"),
+        ] => only(
+            m == Method::POST,
+            Route::DecideRequest(rid.to_string(), *verb == "approve"),
+        ),
         ["", "v1", "workspaces", id, "files", op] => files(method, op)
             .map(|f| Route::Files(id.to_string(), f))
             .unwrap_or(Route::Unknown),
@@ -151,9 +158,18 @@ mod tests {
             route(&Method::GET, "/v1/workspaces/a/reprovision"),
             Route::WrongMethod
         );
-        assert_eq!(route(&Method::GET, "/v1/workspaces/a/status"), Route::Status("a".into()));
-        assert_eq!(route(&Method::POST, "/v1/workspaces/a/status"), Route::WrongMethod);
-        assert_eq!(route(&Method::POST, "/v1/workspaces/a/resize"), Route::Resize("a".into()));
+        assert_eq!(
+            route(&Method::GET, "/v1/workspaces/a/status"),
+            Route::Status("a".into())
+        );
+        assert_eq!(
+            route(&Method::POST, "/v1/workspaces/a/status"),
+            Route::WrongMethod
+        );
+        assert_eq!(
+            route(&Method::POST, "/v1/workspaces/a/resize"),
+            Route::Resize("a".into())
+        );
         assert_eq!(
             route(&Method::POST, "/v1/resize-requests/rr-1/approve"),
             Route::DecideRequest("rr-1".into(), true)
@@ -162,7 +178,13 @@ mod tests {
             route(&Method::POST, "/v1/resize-requests/rr-1/reject"),
             Route::DecideRequest("rr-1".into(), false)
         );
-        assert_eq!(route(&Method::GET, "/v1/resize-requests/rr-1/approve"), Route::WrongMethod);
-        assert_eq!(route(&Method::POST, "/v1/resize-requests/rr-1/maybe"), Route::Unknown);
+        assert_eq!(
+            route(&Method::GET, "/v1/resize-requests/rr-1/approve"),
+            Route::WrongMethod
+        );
+        assert_eq!(
+            route(&Method::POST, "/v1/resize-requests/rr-1/maybe"),
+            Route::Unknown
+        );
     }
 }

@@ -212,7 +212,12 @@ fn mkfs(image: &Path, bytes: u64, uid: u32) -> Result<(), String> {
         &[]
     };
     let label = idmap::label_for(uid);
-    run("mkfs.xfs", &["-q", "-f", "-m", "reflink=1", "-L", &label, &img], small).map(|_| ())
+    run(
+        "mkfs.xfs",
+        &["-q", "-f", "-m", "reflink=1", "-L", &label, &img],
+        small,
+    )
+    .map(|_| ())
 }
 
 /// Mounts a worktree image on `at`. `nouuid`: a fork's image is a block-level clone of its
@@ -222,7 +227,12 @@ fn mkfs(image: &Path, bytes: u64, uid: u32) -> Result<(), String> {
 /// where `is_mount` says nothing is, so no image is mounted twice.
 pub fn mount(image: &Path, at: &Path) -> Result<(), String> {
     let (img, dir) = (image.display().to_string(), at.display().to_string());
-    run("mount", &["-o", "loop,nosuid,nodev,nouuid", &img, &dir], &[]).map(|_| ())
+    run(
+        "mount",
+        &["-o", "loop,nosuid,nodev,nouuid", &img, &dir],
+        &[],
+    )
+    .map(|_| ())
 }
 
 /// Mounts the worktree image `image` on `at` so that its content belongs to `uid`: plainly

@@ -1,8 +1,8 @@
 //! Runs workspace commands as real processes: own uid/gid, own process group, umask 022,
 //! a clean environment, and the worktree as cwd.
 
-use std::path::Path;
 use std::collections::{HashMap, HashSet};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -168,7 +168,9 @@ impl LocalRuntime {
                     ro,
                 };
                 Some(sb.ensure(&s, |spawn| match cg {
-                    Some(h) => cgroup::spawn_joined(h, &name, spawn, |c: &std::process::Child| Some(c.id())),
+                    Some(h) => cgroup::spawn_joined(h, &name, spawn, |c: &std::process::Child| {
+                        Some(c.id())
+                    }),
                     None => spawn(),
                 })?)
             }
@@ -183,8 +185,16 @@ impl LocalRuntime {
             spec.worktree.as_path(),
             spec.home.as_path(),
         ];
-        let nosuid: &[&Path] = if self.setuid && init.is_none() { &writable } else { &[] };
-        let netns = if init.is_some() { None } else { spec.netns.as_deref() };
+        let nosuid: &[&Path] = if self.setuid && init.is_none() {
+            &writable
+        } else {
+            &[]
+        };
+        let netns = if init.is_some() {
+            None
+        } else {
+            spec.netns.as_deref()
+        };
         let mut go = move || spawn_unprivileged(init, netns, nosuid, || cmd.spawn());
         match cg {
             Some(h) => cgroup::spawn_joined(h, &name, go, |c: &tokio::process::Child| c.id()),
@@ -250,8 +260,14 @@ fn nosuid_namespace(paths: &[&Path]) -> std::io::Result<()> {
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS | nix::sched::CloneFlags::CLONE_FS)
         .map_err(|e| err("a mount namespace for", Path::new("/"), e))?;
     // Nothing mounted here may reach the host's namespace, whatever its propagation.
-    mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_SLAVE, None::<&str>)
-        .map_err(|e| err("making mounts slaves under", Path::new("/"), e))?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_SLAVE,
+        None::<&str>,
+    )
+    .map_err(|e| err("making mounts slaves under", Path::new("/"), e))?;
     for &p in paths {
         let Ok(st) = statvfs(p) else { continue };
         let flags = st.flags();
@@ -259,9 +275,16 @@ fn nosuid_namespace(paths: &[&Path]) -> std::io::Result<()> {
             continue;
         }
         // Recursive: mounts below (a worktree's disk image under `/tmp`) stay visible.
-        mount(Some(p), p, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
-            .map_err(|e| err("binding", p, e))?;
-        let mut keep = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+        mount(
+            Some(p),
+            p,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(|e| err("binding", p, e))?;
+        let mut keep =
+            MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
         for (have, want) in [
             (FsFlags::ST_RDONLY, MsFlags::MS_RDONLY),
             (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),

@@ -42,8 +42,8 @@ use super::blob::Kind;
 use super::digest::{self, Digest};
 use super::index::{Cursor, Index, RACY_MARGIN_NS, Stat};
 use super::listing::Listing;
-use super::pack::{self, Object, PACK_MAX, PackIndex, PackWriter};
 use super::manifest::{Entry, EntryKind};
+use super::pack::{self, Object, PACK_MAX, PackIndex, PackWriter};
 use super::{Progress, ProgressFn};
 use crate::workspace::error::{WsError, WsResult};
 
@@ -83,7 +83,9 @@ fn same_state(a: &Stat, b: &Stat) -> bool {
 fn recently_changed(st: &Stat) -> bool {
     let now_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(i64::MAX, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        .map_or(i64::MAX, |d| {
+            i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+        });
     st.ctime_ns.max(st.mtime_ns) > now_ns.saturating_sub(1_000_000_000)
 }
 
@@ -466,7 +468,10 @@ impl Walker<'_> {
         }
     }
 
-    #[expect(clippy::too_many_arguments, reason = "one call site, in the directory walk; the entry's pieces and the walk's state")]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call site, in the directory walk; the entry's pieces and the walk's state"
+    )]
     fn file(
         &self,
         dirfd: &OwnedFd,
@@ -646,8 +651,7 @@ impl Walker<'_> {
             (Some(data), None) if new => {
                 let tmp = self.tmp_name(sh);
                 let kind = if self.compress_blobs {
-                    super::blob::stage_compressed(&data, &tmp)
-                        .map_err(|e| WsError::io(&tmp, e))?
+                    super::blob::stage_compressed(&data, &tmp).map_err(|e| WsError::io(&tmp, e))?
                 } else {
                     std::fs::write(&tmp, &data).map_err(|e| WsError::io(&tmp, e))?;
                     Kind::Raw

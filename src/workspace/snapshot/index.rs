@@ -612,7 +612,10 @@ mod tests {
         assert!(!unchanged(Some(3), 0, &entries, &stats), "a file is gone");
         assert!(!unchanged(Some(1), 0, &entries, &stats), "a file is new");
         let unsettled = [None, Some(st(1, 2)), None];
-        assert!(!unchanged(Some(2), 0, &entries, &unsettled), "not to be trusted");
+        assert!(
+            !unchanged(Some(2), 0, &entries, &unsettled),
+            "not to be trusted"
+        );
     }
 
     #[test]

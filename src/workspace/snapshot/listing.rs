@@ -102,7 +102,10 @@ mod tests {
             for (name, want) in [
                 ("sub", FileType::Directory),
                 ("link", FileType::Symlink),
-                ("f00000-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", FileType::RegularFile),
+                (
+                    "f00000-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+                    FileType::RegularFile,
+                ),
             ] {
                 assert!(ty(name) == want || ty(name) == FileType::Unknown, "{name}");
             }

@@ -104,7 +104,9 @@ impl LocalSnapshotStore {
     #[cfg(test)]
     pub(super) fn tree_hashes(&self, id: &str) -> Vec<Digest> {
         let body = fs::read(self.manifest_path(id)).unwrap_or_default();
-        self.decode_manifest(&body).map(|(_, t)| t).unwrap_or_default()
+        self.decode_manifest(&body)
+            .map(|(_, t)| t)
+            .unwrap_or_default()
     }
 
     /// True if some pack holds an object of `hash`.
@@ -220,7 +222,10 @@ impl LocalSnapshotStore {
         })?;
         let mut placed = Vec::with_capacity(packs.len());
         for (i, (tmp, objects)) in packs.into_iter().enumerate() {
-            placed.push((place_pack(&tmp, &self.packs_dir, &format!("{id}-{i}"))?, objects));
+            placed.push((
+                place_pack(&tmp, &self.packs_dir, &format!("{id}-{i}"))?,
+                objects,
+            ));
         }
         syncfs(&self.blobs)?;
         let mut index = self.packs_mut()?;
@@ -456,7 +461,11 @@ impl SnapshotStore for LocalSnapshotStore {
 
     fn record_copy(&self, id: &str, m: Manifest) -> WsResult<Captured> {
         let _guard = self.read()?;
-        let m = Manifest { id: id.to_string(), created_at_ms: now_ms(), ..m };
+        let m = Manifest {
+            id: id.to_string(),
+            created_at_ms: now_ms(),
+            ..m
+        };
         // The copy's trees are the original's: building them finds every object stored
         // already, so nothing is staged unless one went missing.
         let built = tree::build(&m.entries)

@@ -19,8 +19,8 @@ mod tree_io;
 
 use std::path::Path;
 
-pub use local::LocalSnapshotStore;
 pub use digest::Digest;
+pub use local::LocalSnapshotStore;
 pub use manifest::{Entry, EntryKind, Manifest};
 
 use crate::workspace::error::{WsError, WsResult};
@@ -132,13 +132,17 @@ pub trait SnapshotStore: Send + Sync {
         _owner: Option<(u32, u32)>,
         _saved: Option<&Path>,
     ) -> WsResult<u64> {
-        Err(WsError::Internal("this snapshot store cannot adopt image clones".into()))
+        Err(WsError::Internal(
+            "this snapshot store cannot adopt image clones".into(),
+        ))
     }
 
     /// Records `manifest`'s entries as snapshot `id` (a fork's baseline: the tree it was
     /// made from, unchanged); durable before it returns, as a capture.
     fn record_copy(&self, _id: &str, _manifest: Manifest) -> WsResult<Captured> {
-        Err(WsError::Internal("this snapshot store cannot copy manifests".into()))
+        Err(WsError::Internal(
+            "this snapshot store cannot copy manifests".into(),
+        ))
     }
 }
 

@@ -318,7 +318,10 @@ mod tests {
         let (path, objects) = &packs[0];
         let listed = read_index(path).unwrap();
         assert_eq!(listed.len(), 50);
-        assert!(listed.is_sorted_by_key(|o| o.hash), "a pack lists its objects by hash");
+        assert!(
+            listed.is_sorted_by_key(|o| o.hash),
+            "a pack lists its objects by hash"
+        );
         let mut idx = PackIndex::default();
         idx.add("t-0.pack".into(), objects);
         let f = File::open(path).unwrap();

@@ -9,11 +9,11 @@
 //! that follows (a fork's baseline) reuses the hashes instead of reading the tree again.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt, fchown, lchown, symlink};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
@@ -22,9 +22,9 @@ use sha2::{Digest as _, Sha256};
 
 use super::blob::{self, Kind};
 use super::digest::{self, Digest};
-use super::pack::{self, PACK_MAX, PackIndex};
 use super::index::{self, Stat};
 use super::manifest::{Entry, EntryKind, Manifest, hex, safe_rel_path};
+use super::pack::{self, PACK_MAX, PackIndex};
 use super::{Progress, ProgressFn, par};
 use crate::workspace::error::{WsError, WsResult};
 
@@ -404,7 +404,10 @@ impl Ctx<'_> {
             let mut hasher = Hasher::for_version(m.version);
             hasher.update(&data);
             if hasher.hex() != hash {
-                return Err(corrupt(m, format!("packed object `{hash}` fails its checksum")));
+                return Err(corrupt(
+                    m,
+                    format!("packed object `{hash}` fails its checksum"),
+                ));
             }
             let mut dst = create(target, mode)?;
             dst.write_all(&data).map_err(|e| WsError::io(target, e))?;
@@ -457,7 +460,8 @@ impl Ctx<'_> {
             hasher.update(&buf[..n]);
             read += n as u64;
             if let Some((dst, target)) = sink.as_mut() {
-                dst.write_all(&buf[..n]).map_err(|e| WsError::io(*target, e))?;
+                dst.write_all(&buf[..n])
+                    .map_err(|e| WsError::io(*target, e))?;
             }
         }
         if read != size || hasher.hex() != hash {

@@ -131,7 +131,10 @@ fn a_file_changing_while_read_is_read_again_or_recorded_as_read() {
         }
     });
     // The writer rewrote the file the whole time: some capture must have seen it change.
-    assert!(retried > 0, "8 captures of a file rewritten throughout, none read it again");
+    assert!(
+        retried > 0,
+        "8 captures of a file rewritten throughout, none read it again"
+    );
     println!("mixed states recorded as settled (writer paused mid-pass): {mixed_settled}");
     println!("files read again because they changed while read: {retried}");
 }

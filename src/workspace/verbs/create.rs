@@ -235,7 +235,11 @@ impl Service {
     }
 
     fn refuse_if_cancelled(&self, ws: &Workspace) -> WsResult<()> {
-        if self.live(&ws.id).cancelled.load(std::sync::atomic::Ordering::SeqCst) {
+        if self
+            .live(&ws.id)
+            .cancelled
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
             return Err(WsError::WrongState {
                 id: ws.id.clone(),
                 status: Status::Deleted,
@@ -334,7 +338,10 @@ impl Service {
             if r.exit_code != 0
                 && let Some(again) = self.grow_if_full(ws)
             {
-                ev.note = format!("{}; setup was retried once and failed again: {}", ev.note, again.note);
+                ev.note = format!(
+                    "{}; setup was retried once and failed again: {}",
+                    ev.note, again.note
+                );
             }
         }
         Ok(SetupOutcome {

@@ -34,7 +34,8 @@ impl Service {
         ws: &crate::workspace::model::Workspace,
         live: &'a crate::workspace::service::WsLive,
     ) -> tokio::sync::MutexGuard<'a, ()> {
-        live.cancelled.store(true, std::sync::atomic::Ordering::SeqCst);
+        live.cancelled
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         info!(workspace.id = %ws.id, "delete during create: cancelling the setup");
         loop {
             if let Ok(spec) = self.run_spec(ws, &BTreeMap::new()) {
@@ -110,7 +111,7 @@ impl Service {
             crate::workspace::resources::disk_clone::sweep(&state, &keep);
             Ok(removed)
         })
-            .await
-            .map_err(|e| WsError::Internal(format!("gc task: {e}")))?
+        .await
+        .map_err(|e| WsError::Internal(format!("gc task: {e}")))?
     }
 }

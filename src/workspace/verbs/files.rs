@@ -1,25 +1,50 @@
 //! The files verbs: guards, then the beneath-resolving operations of `files::Files`.
 
 use crate::workspace::error::{WsError, WsResult};
-use crate::workspace::files::{FileInfo, Files, clean_rel};
 use crate::workspace::events::Resumed;
+use crate::workspace::files::{FileInfo, Files, clean_rel};
 use crate::workspace::service::Service;
 use crate::workspace::verbs::resume::not_live_hint;
 
 /// One file operation; paths are relative to the worktree.
 #[derive(Debug, Clone)]
 pub enum FileOp {
-    Read { path: String },
-    Write { path: String, data: Vec<u8> },
-    List { path: String },
-    Exists { path: String },
-    Info { path: String },
-    Mkdir { path: String, parents: bool },
-    Rename { from: String, to: String },
-    Copy { from: String, to: String },
-    Remove { path: String, recursive: bool },
+    Read {
+        path: String,
+    },
+    Write {
+        path: String,
+        data: Vec<u8>,
+    },
+    List {
+        path: String,
+    },
+    Exists {
+        path: String,
+    },
+    Info {
+        path: String,
+    },
+    Mkdir {
+        path: String,
+        parents: bool,
+    },
+    Rename {
+        from: String,
+        to: String,
+    },
+    Copy {
+        from: String,
+        to: String,
+    },
+    Remove {
+        path: String,
+        recursive: bool,
+    },
     /// Checked and decoded by `files::batch::decode`.
-    WriteBatch { files: Vec<(String, Vec<u8>)> },
+    WriteBatch {
+        files: Vec<(String, Vec<u8>)>,
+    },
 }
 
 impl FileOp {

@@ -6,11 +6,11 @@ use tracing::{debug, info, warn};
 const PRUNE_BATCH: usize = 5;
 
 use crate::workspace::error::{WsError, WsResult};
+use crate::workspace::events::{Resumed, SnapshotTaken};
 use crate::workspace::model::{SnapshotInfo, random_hex};
 use crate::workspace::service::{ProgressSink, Service};
 use crate::workspace::snapshot::{Captured, Manifest};
 use crate::workspace::store;
-use crate::workspace::events::{Resumed, SnapshotTaken};
 
 impl Service {
     /// Takes a snapshot now (an exclusive operation).

@@ -256,11 +256,18 @@ mod tests {
         assert_eq!(c["builder"]["entitlements"]["network-host"], false);
         assert_eq!(c["builder"]["entitlements"]["security-insecure"], false);
         assert_eq!(c["log-driver"], "json-file");
-        assert_eq!(c["log-opts"]["max-size"], "10m", "the json-file logs are size-capped");
+        assert_eq!(
+            c["log-opts"]["max-size"], "10m",
+            "the json-file logs are size-capped"
+        );
         assert_eq!(c["log-opts"]["max-file"], "3");
         assert_eq!(c["hosts"][0], "unix:///state/ws/a/docker/docker.sock");
         assert_eq!(c["live-restore"], false);
-        assert_eq!(c["userns-remap"], format!("dw{0}:dw{0}", l.ranges.uid), "container root is never host root");
+        assert_eq!(
+            c["userns-remap"],
+            format!("dw{0}:dw{0}", l.ranges.uid),
+            "container root is never host root"
+        );
         assert_eq!(
             c["containerd"],
             "/state/ws/a/docker/exec/containerd/containerd.sock"
@@ -280,7 +287,10 @@ mod tests {
         ] {
             let got = PathBuf::from(c[key].as_str().expect(key));
             assert_eq!(got, root.join(leaf), "{key}");
-            assert!(got.starts_with(ws), "{key} is under the workspace directory");
+            assert!(
+                got.starts_with(ws),
+                "{key} is under the workspace directory"
+            );
         }
         // And never the host daemon's.
         for host in ["/var/lib/docker", "/var/run/docker", "/run/docker"] {

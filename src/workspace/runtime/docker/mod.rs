@@ -108,7 +108,8 @@ impl Layout {
     /// Where dockerd keeps images and containers under `userns-remap`: a subdirectory of
     /// the data root named after the remapped root.
     pub fn remapped_data_root(&self) -> PathBuf {
-        self.data_root.join(format!("{}.{}", self.ranges.uid, self.ranges.gid))
+        self.data_root
+            .join(format!("{}.{}", self.ranges.uid, self.ranges.gid))
     }
 
     /// The data root's own disk image, when the worktree has one.
@@ -306,12 +307,10 @@ impl DockerRuntime {
             }
         }
         // dockerd makes it 0660 root:root; the directory is 0700 already, this is belt and braces.
-        let policy = std::fs::set_permissions(
-            &l.daemon_socket,
-            std::fs::Permissions::from_mode(0o600),
-        )
-        .map_err(io_err(&l.daemon_socket))
-        .and_then(|()| proxy::policy_text().map_err(WsError::Internal));
+        let policy =
+            std::fs::set_permissions(&l.daemon_socket, std::fs::Permissions::from_mode(0o600))
+                .map_err(io_err(&l.daemon_socket))
+                .and_then(|()| proxy::policy_text().map_err(WsError::Internal));
         if let Err(e) = policy
             .and_then(|text| std::fs::write(&l.policy, text).map_err(|e| WsError::io(&l.policy, e)))
         {
@@ -434,11 +433,16 @@ impl DockerRuntime {
         // search, as `<dir>.<uid>.<gid>` owned by that uid: the workspace directory's sibling.
         let beside = spec.ws_dir.with_file_name(format!(
             "{}.{}.{}",
-            spec.ws_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            spec.ws_dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
             l.ranges.uid,
             l.ranges.gid
         ));
-        if std::fs::symlink_metadata(&beside).is_ok_and(|m| m.is_dir() && std::os::unix::fs::MetadataExt::uid(&m) == l.ranges.uid) {
+        if std::fs::symlink_metadata(&beside)
+            .is_ok_and(|m| m.is_dir() && std::os::unix::fs::MetadataExt::uid(&m) == l.ranges.uid)
+        {
             let _ = std::fs::remove_dir_all(&beside);
         }
         if let Err(e) = subid::Files::default().remove(l.ranges.uid) {
@@ -662,7 +666,10 @@ mod tests {
             recorded_workspace_cgroup("dockwarden_ws_43302/containers\n"),
             Some("dockwarden_ws_43302")
         );
-        assert_eq!(recorded_workspace_cgroup("dockwarden_ws_7"), Some("dockwarden_ws_7"));
+        assert_eq!(
+            recorded_workspace_cgroup("dockwarden_ws_7"),
+            Some("dockwarden_ws_7")
+        );
         for bad in [
             "",
             "dockwarden_ws_",
@@ -675,6 +682,9 @@ mod tests {
             assert_eq!(recorded_workspace_cgroup(bad), None, "{bad}");
         }
         let l = Layout::new(Path::new("/s/workspaces/a"), 43302);
-        assert_eq!(recorded_workspace_cgroup(&l.cgroup_name), Some("dockwarden_ws_43302"));
+        assert_eq!(
+            recorded_workspace_cgroup(&l.cgroup_name),
+            Some("dockwarden_ws_43302")
+        );
     }
 }

@@ -12,13 +12,17 @@ pub const MAX_CONTAINERS: u64 = 64;
 
 /// The proxy's arguments (pure, so the flags are unit-tested).
 pub fn args(layout: &Layout, worktree: &Path, uid: u32, gid: u32) -> Vec<String> {
-    let burst = crate::workspace::resources::cgroup::burst_of(super::dockerd::workspace_cgroup(layout));
+    let burst =
+        crate::workspace::resources::cgroup::burst_of(super::dockerd::workspace_cgroup(layout));
     args_with(layout, worktree, uid, gid, burst)
 }
 
 /// The container budget: half of the workspace's burst memory and pids.
 pub fn budget(burst: Option<(Option<u64>, Option<u64>)>) -> (String, String) {
-    let half = |v: Option<u64>| v.map(|v| (v / 2).max(1).to_string()).unwrap_or_else(|| "0.5".into());
+    let half = |v: Option<u64>| {
+        v.map(|v| (v / 2).max(1).to_string())
+            .unwrap_or_else(|| "0.5".into())
+    };
     match burst {
         Some((mem, pids)) => (half(mem), half(pids)),
         None => ("0.5".into(), "0.5".into()),
@@ -140,12 +144,21 @@ mod tests {
             flag("--cgroup-name").as_deref(),
             Some("dockwarden_ws_20001/containers")
         );
-        let a = args_with(&layout, Path::new("/w"), 20001, 20001, Some((Some(64 << 20), Some(256))));
+        let a = args_with(
+            &layout,
+            Path::new("/w"),
+            20001,
+            20001,
+            Some((Some(64 << 20), Some(256))),
+        );
         let flag = |f: &str| a.iter().position(|x| x == f).map(|i| a[i + 1].clone());
         assert_eq!(flag("--memory-budget").as_deref(), Some("33554432"));
         assert_eq!(flag("--pids-budget").as_deref(), Some("128"));
         assert_eq!(budget(None), ("0.5".to_string(), "0.5".to_string()));
-        assert_eq!(budget(Some((None, Some(100)))), ("0.5".to_string(), "50".to_string()));
+        assert_eq!(
+            budget(Some((None, Some(100)))),
+            ("0.5".to_string(), "50".to_string())
+        );
         assert_eq!(flag("--policy"), Some(layout.policy.display().to_string()));
     }
 
@@ -161,7 +174,9 @@ mod tests {
         }
         let layout = Layout::new(Path::new("/s/workspaces/a"), 20001);
         let argv = args_with(&layout, Path::new("/w"), 20001, 20001, None);
-        let parsed = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{e}")).a;
+        let parsed = Cli::try_parse_from(&argv)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .a;
         assert_eq!(parsed.uid, Some(20001));
         let r = layout.ranges;
         assert_eq!(

@@ -44,7 +44,11 @@ pub struct Ranges {
 impl Ranges {
     /// Pure: the ranges of the workspace with `uid`/`gid`.
     pub fn of(uid: u32, gid: u32) -> Ranges {
-        Ranges { uid, gid, base: SUB_BASE + (uid % SLOTS) * (SUB_LEN + 1) }
+        Ranges {
+            uid,
+            gid,
+            base: SUB_BASE + (uid % SLOTS) * (SUB_LEN + 1),
+        }
     }
 
     /// The account name dockerd is told to remap to.
@@ -72,28 +76,45 @@ pub struct Files {
 
 impl Default for Files {
     fn default() -> Self {
-        Files { dir: PathBuf::from("/etc") }
+        Files {
+            dir: PathBuf::from("/etc"),
+        }
     }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum SubidError {
     #[error("{file}: {source}")]
-    Io { file: String, source: std::io::Error },
+    Io {
+        file: String,
+        source: std::io::Error,
+    },
     #[error(
         "{file}: `{line}` overlaps the ids of workspace uid {uid} ({what}); \
          a workspace's container ids must belong to it alone: remove that range or move the \
          service's uid range (`serve --uid-base`)"
     )]
-    Overlap { file: String, line: String, uid: u32, what: &'static str },
+    Overlap {
+        file: String,
+        line: String,
+        uid: u32,
+        what: &'static str,
+    },
     #[error("{file}: an account `{name}` exists with other ids (`{line}`); refusing to reuse it")]
-    Foreign { file: String, name: String, line: String },
+    Foreign {
+        file: String,
+        name: String,
+        line: String,
+    },
 }
 
 static LOCK: Mutex<()> = Mutex::new(());
 
 fn io(file: &Path) -> impl Fn(std::io::Error) -> SubidError + '_ {
-    move |source| SubidError::Io { file: file.display().to_string(), source }
+    move |source| SubidError::Io {
+        file: file.display().to_string(),
+        source,
+    }
 }
 
 /// Holds the shadow-utils lock (`lckpwdf`'s fcntl write lock on `.pwd.lock`) while alive.
@@ -118,8 +139,12 @@ impl PwdLock {
             l_len: 0,
             l_pid: 0,
         };
-        nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETLKW(&lock))
-            .map_err(|e| SubidError::Io { file: path.display().to_string(), source: e.into() })?;
+        nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETLKW(&lock)).map_err(|e| {
+            SubidError::Io {
+                file: path.display().to_string(),
+                source: e.into(),
+            }
+        })?;
         Ok(PwdLock { _file: file })
     }
 }
@@ -130,23 +155,44 @@ fn lines_of(r: &Ranges) -> [(&'static str, Vec<String>); 4] {
     [
         (
             "passwd",
-            vec![format!("{n}:x:{}:{}:dockwarden workspace:/nonexistent:/usr/sbin/nologin", r.uid, r.gid)],
+            vec![format!(
+                "{n}:x:{}:{}:dockwarden workspace:/nonexistent:/usr/sbin/nologin",
+                r.uid, r.gid
+            )],
         ),
         ("group", vec![format!("{n}:x:{}:", r.gid)]),
-        ("subuid", vec![format!("{n}:{}:1", r.uid), format!("{n}:{}:{SUB_LEN}", r.base)]),
-        ("subgid", vec![format!("{n}:{}:1", r.gid), format!("{n}:{}:{SUB_LEN}", r.base)]),
+        (
+            "subuid",
+            vec![
+                format!("{n}:{}:1", r.uid),
+                format!("{n}:{}:{SUB_LEN}", r.base),
+            ],
+        ),
+        (
+            "subgid",
+            vec![
+                format!("{n}:{}:1", r.gid),
+                format!("{n}:{}:{SUB_LEN}", r.base),
+            ],
+        ),
     ]
 }
 
 /// Pure: refuses a subordinate range of another account that overlaps `[start, start+len)`.
-fn check_ranges(file: &str, text: &str, name: &str, ours: &[(u32, u64, &'static str)]) -> Result<(), SubidError> {
+fn check_ranges(
+    file: &str,
+    text: &str,
+    name: &str,
+    ours: &[(u32, u64, &'static str)],
+) -> Result<(), SubidError> {
     for line in text.lines() {
         let t = line.trim();
         if t.is_empty() || t.starts_with('#') {
             continue;
         }
         let mut parts = t.split(':');
-        let (Some(owner), Some(start), Some(len)) = (parts.next(), parts.next(), parts.next()) else {
+        let (Some(owner), Some(start), Some(len)) = (parts.next(), parts.next(), parts.next())
+        else {
             continue;
         };
         if owner == name {
@@ -158,7 +204,12 @@ fn check_ranges(file: &str, text: &str, name: &str, ours: &[(u32, u64, &'static 
         for &(s, l, what) in ours {
             let s = u64::from(s);
             if start < s + l && s < start + len {
-                return Err(SubidError::Overlap { file: file.into(), line: t.into(), uid: 0, what });
+                return Err(SubidError::Overlap {
+                    file: file.into(),
+                    line: t.into(),
+                    uid: 0,
+                    what,
+                });
             }
         }
     }
@@ -169,7 +220,11 @@ fn check_ranges(file: &str, text: &str, name: &str, ours: &[(u32, u64, &'static 
 fn check_account(file: &str, text: &str, name: &str, want: &[String]) -> Result<(), SubidError> {
     for line in text.lines() {
         if line.split(':').next() == Some(name) && !want.iter().any(|w| w == line) {
-            return Err(SubidError::Foreign { file: file.into(), name: name.into(), line: line.into() });
+            return Err(SubidError::Foreign {
+                file: file.into(),
+                name: name.into(),
+                line: line.into(),
+            });
         }
     }
     Ok(())
@@ -221,8 +276,10 @@ fn write(path: &Path, text: &str) -> Result<(), SubidError> {
     f.write_all(text.as_bytes()).map_err(io(&tmp))?;
     f.sync_all().map_err(io(&tmp))?;
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)).map_err(io(&tmp))?;
-    nix::unistd::chown(&tmp, Some(uid.into()), Some(gid.into()))
-        .map_err(|e| SubidError::Io { file: tmp.display().to_string(), source: e.into() })?;
+    nix::unistd::chown(&tmp, Some(uid.into()), Some(gid.into())).map_err(|e| SubidError::Io {
+        file: tmp.display().to_string(),
+        source: e.into(),
+    })?;
     std::fs::rename(&tmp, path).map_err(io(path))
 }
 
@@ -241,9 +298,19 @@ impl Files {
                 "passwd" | "group" => check_account(file, &text, &name, lines)?,
                 _ => {
                     let id = if *file == "subuid" { r.uid } else { r.gid };
-                    let ours = [(id, 1, "the workspace's own id"), (r.base, u64::from(SUB_LEN), "its subordinate range")];
+                    let ours = [
+                        (id, 1, "the workspace's own id"),
+                        (r.base, u64::from(SUB_LEN), "its subordinate range"),
+                    ];
                     check_ranges(file, &text, &name, &ours).map_err(|e| match e {
-                        SubidError::Overlap { file, line, what, .. } => SubidError::Overlap { file, line, uid: r.uid, what },
+                        SubidError::Overlap {
+                            file, line, what, ..
+                        } => SubidError::Overlap {
+                            file,
+                            line,
+                            uid: r.uid,
+                            what,
+                        },
                         e => e,
                     })?;
                 }
@@ -282,10 +349,13 @@ mod tests {
 
     fn files() -> (tempfile::TempDir, Files) {
         let d = tempfile::tempdir().expect("tmp");
-        std::fs::write(d.path().join("passwd"), "root:x:0:0:root:/root:/bin/bash\n").expect("passwd");
+        std::fs::write(d.path().join("passwd"), "root:x:0:0:root:/root:/bin/bash\n")
+            .expect("passwd");
         std::fs::write(d.path().join("group"), "root:x:0:\n").expect("group");
         std::fs::write(d.path().join("subuid"), "user:100000:65536\n").expect("subuid");
-        let f = Files { dir: d.path().to_path_buf() };
+        let f = Files {
+            dir: d.path().to_path_buf(),
+        };
         (d, f)
     }
 
@@ -295,9 +365,18 @@ mod tests {
         let b = Ranges::of(43_001, 43_001);
         assert_eq!(a.base + SUB_LEN, b.base - 1, "adjacent slots, one id apart");
         let last = Ranges::of(SLOTS - 1, 0);
-        assert_eq!(u64::from(last.base) + u64::from(SUB_LEN) - 1, u64::from(u32::MAX) - 1);
-        assert_eq!(Ranges::of(7, 7).uid_map(), [(0, 7, 1), (1, SUB_BASE + 7 * 65_536, 65_535)]);
-        assert_eq!(Ranges::of(7, 7).hand_back(), format!("{}:65535", SUB_BASE + 7 * 65_536));
+        assert_eq!(
+            u64::from(last.base) + u64::from(SUB_LEN) - 1,
+            u64::from(u32::MAX) - 1
+        );
+        assert_eq!(
+            Ranges::of(7, 7).uid_map(),
+            [(0, 7, 1), (1, SUB_BASE + 7 * 65_536, 65_535)]
+        );
+        assert_eq!(
+            Ranges::of(7, 7).hand_back(),
+            format!("{}:65535", SUB_BASE + 7 * 65_536)
+        );
     }
 
     #[test]
@@ -307,29 +386,77 @@ mod tests {
         f.ensure(&r).expect("ensure");
         f.ensure(&r).expect("idempotent");
         let sub = std::fs::read_to_string(d.path().join("subuid")).expect("subuid");
-        assert_eq!(sub, format!("user:100000:65536\ndw43210:43210:1\ndw43210:{}:65535\n", r.base));
+        assert_eq!(
+            sub,
+            format!(
+                "user:100000:65536\ndw43210:43210:1\ndw43210:{}:65535\n",
+                r.base
+            )
+        );
         let gid = std::fs::read_to_string(d.path().join("subgid")).expect("subgid");
         assert_eq!(gid, format!("dw43210:43210:1\ndw43210:{}:65535\n", r.base));
         let pw = std::fs::read_to_string(d.path().join("passwd")).expect("passwd");
-        assert!(pw.ends_with("dw43210:x:43210:43210:dockwarden workspace:/nonexistent:/usr/sbin/nologin\n"), "{pw}");
+        assert!(
+            pw.ends_with(
+                "dw43210:x:43210:43210:dockwarden workspace:/nonexistent:/usr/sbin/nologin\n"
+            ),
+            "{pw}"
+        );
         assert_eq!(pw.matches("dw43210:").count(), 1);
         f.remove(43_210).expect("remove");
-        assert_eq!(std::fs::read_to_string(d.path().join("subuid")).expect("subuid"), "user:100000:65536\n");
-        assert_eq!(std::fs::read_to_string(d.path().join("passwd")).expect("pw"), "root:x:0:0:root:/root:/bin/bash\n");
-        assert_eq!(std::fs::read_to_string(d.path().join("group")).expect("group"), "root:x:0:\n");
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("subuid")).expect("subuid"),
+            "user:100000:65536\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("passwd")).expect("pw"),
+            "root:x:0:0:root:/root:/bin/bash\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("group")).expect("group"),
+            "root:x:0:\n"
+        );
     }
 
     #[test]
     fn another_accounts_range_over_the_workspace_uid_or_its_range_is_refused_and_nothing_written() {
         let (d, f) = files();
         // `user:100000:65536` covers uid 120000.
-        let e = f.ensure(&Ranges::of(120_000, 120_000)).expect_err("overlap");
-        assert!(matches!(e, SubidError::Overlap { what: "the workspace's own id", .. }), "{e}");
+        let e = f
+            .ensure(&Ranges::of(120_000, 120_000))
+            .expect_err("overlap");
+        assert!(
+            matches!(
+                e,
+                SubidError::Overlap {
+                    what: "the workspace's own id",
+                    ..
+                }
+            ),
+            "{e}"
+        );
         let r = Ranges::of(43_210, 43_210);
-        std::fs::write(d.path().join("subuid"), format!("other:{}:10\n", r.base + 5)).expect("subuid");
+        std::fs::write(
+            d.path().join("subuid"),
+            format!("other:{}:10\n", r.base + 5),
+        )
+        .expect("subuid");
         let e = f.ensure(&r).expect_err("overlap");
-        assert!(matches!(e, SubidError::Overlap { what: "its subordinate range", .. }), "{e}");
-        assert!(!std::fs::read_to_string(d.path().join("passwd")).expect("pw").contains("dw43210"));
+        assert!(
+            matches!(
+                e,
+                SubidError::Overlap {
+                    what: "its subordinate range",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            !std::fs::read_to_string(d.path().join("passwd"))
+                .expect("pw")
+                .contains("dw43210")
+        );
     }
 
     #[test]
