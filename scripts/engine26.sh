@@ -3,7 +3,8 @@
 # runs on its own (as root): `scripts/engine26.sh`.
 #
 # 1. Install: Debian trixie's docker.io (26.1), containerd (1.7), docker-buildx (0.13) and
-#    docker-compose (2.26) are downloaded with a private apt configuration (own sources list,
+#    docker-compose (2.26) are downloaded from the machine's own Debian source with the suite
+#    changed (scripts/debian-source.sh) with a private apt configuration (own sources list,
 #    lists, cache, empty status and preferences) and unpacked with `dpkg -x` into $D26_PREFIX.
 #    Nothing from trixie is installed into the system; runc is bookworm's (/usr/sbin/runc, a
 #    dependency of the system's docker.io: trixie's runc needs glibc 2.38).
@@ -16,6 +17,7 @@
 #
 # Every path can be overridden (to try the install and start paths on a scratch prefix):
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/debian-source.sh"
 D26_PREFIX=${D26_PREFIX:-/opt/docker26}
 D26_APT=${D26_APT:-/var/cache/dockwarden-trixie}
 D26_PLUGINS=${D26_PLUGINS:-/usr/local/lib/docker/cli-plugins}
@@ -40,8 +42,9 @@ d26_install() {
   fi
   d26_log "downloading ${pkgs[*]} from trixie into $D26_PREFIX"
   mkdir -p "$D26_APT"/{lists/partial,cache/archives/partial,prefs.d,debs}
-  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" \
-    >"$D26_APT/sources.list"
+  # The machine's own Debian source (its mirror, proxy or snapshot), with the suite changed.
+  debian_source_line trixie >"$D26_APT/sources.list"
+  d26_log "trixie from: $(cat "$D26_APT/sources.list")"
   local opts=(-o "Dir::Etc::SourceList=$D26_APT/sources.list" -o Dir::Etc::SourceParts=/dev/null
               -o "Dir::State::Lists=$D26_APT/lists" -o "Dir::Cache=$D26_APT/cache"
               -o Dir::State::Status=/dev/null -o Dir::Etc::Preferences=/dev/null
