@@ -15,7 +15,7 @@ debian_source_uri() {
   local codename uri
   codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
   [ -n "$codename" ] || { echo "debian-source: no VERSION_CODENAME in /etc/os-release" >&2; return 1; }
-  uri=$(apt-get indextargets --format '$(TARGET_OF) $(RELEASE) $(COMPONENT) $(IDENTIFIER) $(REPO_URI)' 2>/dev/null |
+  uri=$(apt-get indextargets --no-release-info --format '$(TARGET_OF) $(RELEASE) $(COMPONENT) $(IDENTIFIER) $(REPO_URI)' 2>/dev/null |
         awk -v s="$codename" '$1 == "deb" && $2 == s && $3 == "main" && $4 == "Packages" { print $5; exit }')
   if [ -z "$uri" ]; then
     echo "debian-source: no apt source serves '$codename main' on this machine (run apt-get update, or add a Debian source)" >&2
