@@ -86,9 +86,14 @@ d26_start() {
   fi
   nsenter --net="$D26_NETNS_PATH" ip link set lo up
   mkdir -p "$D26_RUN" "$D26_DATA"
-  cat >"$D26_RUN/daemon.json" <<EOF
+  # Its own paths and address pools, plus the settings the proxy expects of every daemon
+  # (packaging/daemon.json: entitlements off, the budget's cgroup parent).
+  cat >"$D26_RUN/daemon.base.json" <<EOF
 {"data-root":"$D26_DATA","exec-root":"$D26_RUN/exec","pidfile":"$D26_RUN/docker.pid","hosts":["unix://$D26_SOCK"],"bip":"$D26_BIP","default-address-pools":[{"base":"$D26_POOL","size":24}]}
 EOF
+  "$(dirname "${BASH_SOURCE[0]}")/daemon-config.py" merge "$D26_RUN/daemon.base.json" \
+    $( [ -d /run/systemd/system ] && [ -f /sys/fs/cgroup/cgroup.controllers ] && echo --systemd ) \
+    >"$D26_RUN/daemon.json"
   # A daemon that holds the pidfile may be starting or dying: wait for it to answer or go.
   local pid _
   pid=$(cat "$D26_RUN/docker.pid" 2>/dev/null || true)
