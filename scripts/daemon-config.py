@@ -37,9 +37,10 @@ def key(obj, name):
 def load(path):
     try:
         with open(path) as f:
-            return json.load(f)
+            text = f.read()
     except FileNotFoundError:
         return {}
+    return json.loads(text) if text.strip() else {}
 
 
 def walk(have, want, prefix, out):
