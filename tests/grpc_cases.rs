@@ -1,7 +1,7 @@
 //! The pure `/grpc` decisions on Solve requests captured from buildx 0.13 and Compose 2.26
 //! (`fixtures/grpc/README.md` says how).
 
-use dockwarden::policy::facts::Environment;
+use dockwarden::policy::facts::{BuildPlacement, Environment};
 use dockwarden::policy::grpc::messages::{ControlSolveRequest, GatewaySolveRequest};
 use dockwarden::policy::grpc::{self, Judged, Refusal};
 use prost::Message;
@@ -33,8 +33,14 @@ fn captured_solve_requests_get_their_expected_decisions() {
     let cases: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(format!("{DIR}/cases.json")).expect("cases"))
             .expect("json");
+    // The budget on Engine 26.1 with the daemon's settings from packaging/daemon.json.
     let budget = Environment {
         cgroup_parent: Some("/dockwarden".into()),
+        builds: BuildPlacement {
+            daemon_inside: true,
+            llb_cgroup: true,
+            allow_unbudgeted: false,
+        },
         ..Environment::default()
     };
     let mut n = 0;
@@ -64,6 +70,11 @@ fn captured_solve_requests_get_their_expected_decisions() {
                 attrs.get("cgroup-parent").map(String::as_str),
                 Some("/dockwarden"),
                 "{file}"
+            );
+            assert_eq!(
+                attrs.get("cmdline").map(String::as_str),
+                Some(""),
+                "{file}: no hand-over to a `# syntax=` image frontend"
             );
             assert_eq!(
                 attrs.get("filename").map(String::as_str),

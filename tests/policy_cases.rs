@@ -19,7 +19,8 @@ use std::path::Path;
 
 use dockwarden::api::{json, path::CanonicalPath, query::Query, route};
 use dockwarden::policy::facts::{
-    ContainerFact, Environment, HostPathFact, HostRoute, ImageFact, NetworkFact, VolumeFact,
+    BuildPlacement, ContainerFact, Environment, HostPathFact, HostRoute, ImageFact, NetworkFact,
+    VolumeFact,
 };
 use dockwarden::policy::{self, Effect, FactQuery, Facts, Policy, Request, Verdict};
 use serde_json::Value;
@@ -121,6 +122,12 @@ fn case_facts(f: &Value, ws: &Ws) -> Facts {
             .map(str::to_owned),
         memory_budget: f.get("memory_budget").and_then(Value::as_u64),
         pids_budget: f.get("pids_budget").and_then(Value::as_u64),
+        // `"builds": {"daemon_inside": true, ...}`; absent: the strictest reading.
+        builds: BuildPlacement {
+            daemon_inside: f["builds"]["daemon_inside"].as_bool().unwrap_or(false),
+            llb_cgroup: f["builds"]["llb_cgroup"].as_bool().unwrap_or(false),
+            allow_unbudgeted: f["builds"]["allow_unbudgeted"].as_bool().unwrap_or(false),
+        },
         pin_dir: "/pins".into(),
     };
     let count = match f.get("container_count") {

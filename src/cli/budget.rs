@@ -5,8 +5,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 
+use crate::limits::daemon_config::{self, DaemonSettings};
 use crate::limits::{self, Amount, Layout, Machine, Sizes};
 use crate::policy::Policy;
+use crate::policy::facts::BuildPlacement;
 use crate::proxy::upstream::Upstream;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -31,9 +33,15 @@ pub struct BudgetArgs {
     /// Do not put containers under a budgeted parent cgroup (they share the whole machine).
     #[arg(long)]
     pub no_cgroup_budget: bool,
-    /// The daemon's configuration file, read only to warn about settings the proxy relies on.
+    /// The daemon's configuration file when its process is not visible (another PID namespace,
+    /// a socket-activated daemon); otherwise the file on the daemon's own command line is read.
     #[arg(long, default_value = limits::daemon_config::DEFAULT_PATH)]
     pub daemon_config: PathBuf,
+    /// Forward BuildKit builds the proxy cannot place inside the budget (the daemon's own
+    /// `cgroup-parent` is not the budget's) instead of refusing them (`limits.build_budget`),
+    /// with a warning logged at every such build.
+    #[arg(long)]
+    pub allow_unbudgeted_builds: bool,
 }
 
 /// What the budget set-up hands the policy environment.
@@ -42,6 +50,7 @@ pub struct Budget {
     pub cgroup_parent: Option<String>,
     pub memory: Option<u64>,
     pub pids: Option<u64>,
+    pub builds: BuildPlacement,
 }
 
 /// Applies `--max-containers` to the loaded policy.
@@ -56,15 +65,21 @@ pub fn apply_cap(a: &BudgetArgs, policy: &mut Policy) -> anyhow::Result<()> {
 }
 
 /// Detects the daemon's cgroup layout and installs the parent cgroup, or refuses to start.
-pub async fn prepare(a: &BudgetArgs, policy: &Policy, up: &Upstream) -> anyhow::Result<Budget> {
+pub async fn prepare(
+    a: &BudgetArgs,
+    policy: &Policy,
+    up: &Upstream,
+    upstream_path: &std::path::Path,
+) -> anyhow::Result<Budget> {
     let info = crate::proxy::facts::daemon_get(up, "/info").await;
+    let settings = daemon_config::read(upstream_path, &a.daemon_config);
     if a.no_cgroup_budget {
         // The daemon may be down at start-up here; the config warnings then skip version checks.
         let version = info.ok().flatten().and_then(|j| {
             j.as_object()
                 .and_then(|o| o.str("ServerVersion").ok().flatten().map(str::to_owned))
         });
-        warn_daemon_config(a, version.as_deref().unwrap_or(""));
+        warn_daemon_config(&settings, version.as_deref().unwrap_or(""));
         tracing::warn!(
             "--no-cgroup-budget: containers are not held to a shared memory and pids budget"
         );
@@ -79,7 +94,8 @@ pub async fn prepare(a: &BudgetArgs, policy: &Policy, up: &Upstream) -> anyhow::
         .cloned()
         .unwrap_or_default();
     let text = |k: &str| info.str(k).ok().flatten().unwrap_or_default().to_owned();
-    warn_daemon_config(a, &text("ServerVersion"));
+    let version = text("ServerVersion");
+    warn_daemon_config(&settings, &version);
     let layout = Layout::from_info(&text("CgroupDriver"), &text("CgroupVersion")).context(
         "the shared budget cannot be applied; pass --no-cgroup-budget to run without it",
     )?;
@@ -92,31 +108,56 @@ pub async fn prepare(a: &BudgetArgs, policy: &Policy, up: &Upstream) -> anyhow::
     let parent = limits::install(layout, &a.cgroup_root, &a.cgroup_name, sizes).context(
         "the shared budget cannot be applied; pass --no-cgroup-budget to run without it",
     )?;
-    for f in limits::daemon_config::budget_findings(
-        std::fs::read_to_string(&a.daemon_config).ok().as_deref(),
-        &parent,
-    ) {
-        tracing::error!(daemon.config = %a.daemon_config.display(), "{}", f.text);
-    }
-    tracing::info!(cgroup.parent = %parent, budget.memory = sizes.memory, budget.pids = sizes.pids, layout = ?layout, "shared budget in place");
+    let builds = placement(&settings, &parent, &version, a.allow_unbudgeted_builds);
+    tracing::info!(cgroup.parent = %parent, budget.memory = sizes.memory, budget.pids = sizes.pids, layout = ?layout,
+        builds.daemon_inside = builds.daemon_inside, builds.llb_cgroup = builds.llb_cgroup, "shared budget in place");
     Ok(Budget {
         cgroup_parent: Some(parent),
         memory: Some(sizes.memory),
         pids: Some(sizes.pids),
+        builds,
     })
 }
 
-fn warn_daemon_config(a: &BudgetArgs, server_version: &str) {
-    let text = std::fs::read_to_string(&a.daemon_config).ok();
-    let major = server_version
+/// Where the daemon puts BuildKit steps, said once at start-up when it is outside the budget.
+fn placement(
+    settings: &DaemonSettings,
+    parent: &str,
+    server_version: &str,
+    allow_unbudgeted: bool,
+) -> BuildPlacement {
+    let (daemon_inside, finding) = daemon_config::build_placement(settings, parent);
+    if let Some(f) = finding {
+        if allow_unbudgeted {
+            tracing::warn!(
+                "{} (--allow-unbudgeted-builds: they are forwarded, with a warning at each)",
+                f.text
+            );
+        } else {
+            tracing::warn!("{}", f.text);
+        }
+    }
+    BuildPlacement {
+        daemon_inside,
+        // BuildKit 0.11 (Engine 23) and later honour an LLB step's own cgroup parent.
+        llb_cgroup: major(server_version).is_some_and(|m| m >= 23),
+        allow_unbudgeted,
+    }
+}
+
+fn major(server_version: &str) -> Option<u64> {
+    server_version
         .split('.')
         .next()
-        .and_then(|m| m.parse::<u64>().ok());
-    for f in limits::daemon_config::findings(text.as_deref(), major) {
+        .and_then(|m| m.parse::<u64>().ok())
+}
+
+fn warn_daemon_config(settings: &DaemonSettings, server_version: &str) {
+    for f in daemon_config::findings(settings.text.as_deref(), major(server_version)) {
         if f.error {
-            tracing::error!(daemon.config = %a.daemon_config.display(), "{}", f.text);
+            tracing::error!(daemon.config = %settings.source, "{}", f.text);
         } else {
-            tracing::warn!(daemon.config = %a.daemon_config.display(), "{}", f.text);
+            tracing::warn!(daemon.config = %settings.source, "{}", f.text);
         }
     }
 }

@@ -229,7 +229,7 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| default_pin_dir(&a.listen));
     let upstream = proxy::upstream::client(a.upstream.clone());
-    let budget = super::budget::prepare(&a.budget, &policy, &upstream).await?; // surface issue
+    let budget = super::budget::prepare(&a.budget, &policy, &upstream, &a.upstream).await?; // surface issue
     let env = Environment {
         workspace: workspace.display().to_string(),
         proxy_socket: a.listen.display().to_string(),
@@ -241,6 +241,7 @@ async fn serve(a: ProxyArgs) -> anyhow::Result<()> {
         cgroup_parent: budget.cgroup_parent,
         memory_budget: budget.memory,
         pids_budget: budget.pids,
+        builds: budget.builds,
         pin_dir: pin_dir.display().to_string(),
     };
     if a.dry_run {

@@ -109,10 +109,29 @@ pub struct Environment {
     pub memory_budget: Option<u64>,
     /// Processes all containers share (the parent cgroup's pids limit), when the budget is on.
     pub pids_budget: Option<u64>,
+    /// Where the daemon's BuildKit puts build steps, as read at start-up (`limits::builds`).
+    pub builds: BuildPlacement,
     /// The root-only directory holding this proxy's bind pins (`crate::hostfs::pins`). A
     /// stored HostConfig of a container made through the proxy names pins from here in place
     /// of workspace paths; empty in tests that do not pin.
     pub pin_dir: String,
+}
+
+/// What decides whether a BuildKit step lands inside the budget (`Environment::cgroup_parent`).
+/// The default is the strictest reading: the daemon's own cgroup parent is not known to be the
+/// budget's, its BuildKit ignores an LLB step's cgroup parent, and nothing unplaced is let by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BuildPlacement {
+    /// The daemon's own cgroup parent (dockerd's `cgroup-parent`, where BuildKit puts every step
+    /// that names none) is the budget's parent or beneath it.
+    pub daemon_inside: bool,
+    /// The daemon's BuildKit honours the cgroup parent an LLB exec step names (Engine 23 and
+    /// later: `executor/oci.GenerateSpec`). Then the proxy can place a step itself, and a step
+    /// the proxy does not see (an image frontend's) can place itself anywhere.
+    pub llb_cgroup: bool,
+    /// `--allow-unbudgeted-builds`: a build the proxy cannot place is forwarded with a warning
+    /// instead of refused.
+    pub allow_unbudgeted: bool,
 }
 
 /// Gathered facts. A missing entry means "not gathered", which rules treat as a denial.

@@ -27,6 +27,11 @@ pub const RULES: &[Rule] = &[
         hint: "leave `--cgroup-parent` unset; the proxy sets it",
     },
     Rule {
+        id: "limits.build_budget",
+        rationale: "every build step is a container and counts in the shared budget; a step the proxy cannot place under the budget's parent cgroup (BuildKit puts it under the daemon's own `cgroup-parent`) is refused",
+        hint: "set `\"cgroup-parent\"` in the daemon's daemon.json to the budget's parent (`/dockwarden`, or `dockwarden.slice` on the systemd cgroup driver; see packaging/daemon.json) and restart dockerd, or build with the classic builder (`DOCKER_BUILDKIT=0`); the operator may start the proxy with `--allow-unbudgeted-builds`",
+    },
+    Rule {
         id: "limits.memory",
         rationale: "a container's memory limit must fit within the memory all containers share",
         hint: "lower `--memory` (compose `mem_limit`) or leave it unset",
@@ -53,7 +58,7 @@ pub fn apply(
             check_cgroup_parent(&body, &facts.env)?;
             Ok(p)
         }
-        Endpoint::Build => Ok(apply_build(req, &facts.env, p)),
+        Endpoint::Build => apply_build(req, &facts.env, p),
         // INVARIANT: every other endpoint creates no container and changes no resource limit.
         _ => Ok(p),
     }
@@ -172,19 +177,56 @@ fn check_resources(o: &Object, env: &Environment) -> Result<(), Denial> {
     Ok(())
 }
 
-/// Classic-builder RUN containers go under the parent cgroup too (BuildKit ignores the
-/// parameter and runs steps in the daemon's own cgroup; see `docs/limits.md`).
-fn apply_build(req: &Request, env: &Environment, p: Permitted) -> Permitted {
+/// Classic-builder RUN containers go under the parent cgroup too: the proxy sets the build's
+/// `cgroupparent`. BuildKit (`version=2`) ignores that parameter and puts every step under the
+/// daemon's own `cgroup-parent`, so there the build runs only when that is the budget's
+/// (`docs/limits.md`). dockerd reads the first `version` value (`FormValue`), as here.
+fn apply_build(req: &Request, env: &Environment, p: Permitted) -> Result<Permitted, Denial> {
     let Some(parent) = &env.cgroup_parent else {
-        return p;
+        return Ok(p);
     };
     let mut q = p.query().cloned().unwrap_or_else(|| req.query.clone());
+    let buildkit = q.get("version") == Some("2");
     q.set("cgroupparent", parent);
-    p.with_query(q).rewrite(
+    let p = p.with_query(q).rewrite(
         "limits.cgroup_parent",
         format!("build cgroupparent set to `{parent}`"),
-    )
+    );
+    if buildkit && !env.builds.daemon_inside {
+        return Ok(
+            match unplaced_build(env, "a BuildKit build over `/build?version=2`")? {
+                Some(r) => p.rewrite(r.rule, r.what),
+                None => p,
+            },
+        );
+    }
+    Ok(p)
 }
+
+/// A build whose steps the proxy cannot place under the budget's parent (`what` names it):
+/// refused with `limits.build_budget`, or with the operator's `--allow-unbudgeted-builds`
+/// forwarded with a rewrite note the proxy logs as a warning.
+pub(in crate::policy) fn unplaced_build(
+    env: &Environment,
+    what: &str,
+) -> Result<Option<super::Rewrite>, Denial> {
+    let Some(parent) = &env.cgroup_parent else {
+        return Ok(None);
+    };
+    let why = format!(
+        "{what} would run its steps under the daemon's own cgroup parent, outside the shared budget `{parent}`"
+    );
+    if env.builds.allow_unbudgeted {
+        return Ok(Some(super::Rewrite {
+            rule: UNBUDGETED,
+            what: format!("{why}: forwarded anyway (--allow-unbudgeted-builds)"),
+        }));
+    }
+    Err(Denial::new(UNBUDGETED, why))
+}
+
+/// The rule of a build outside the budget; as a rewrite, the proxy logs it as a warning.
+pub const UNBUDGETED: &str = "limits.build_budget";
 
 #[cfg(test)]
 mod tests {
@@ -330,5 +372,50 @@ mod tests {
             Some("/dwbudget")
         );
         assert_eq!(p.query().and_then(|q| q.get("t")), Some("x"));
+    }
+
+    #[test]
+    fn classic_builds_are_placed_and_buildkit_builds_only_on_a_daemon_inside_the_budget() {
+        let facts = |inside: bool, allow: bool| {
+            let mut f = budget_facts(0);
+            let mut env = (*f.env).clone();
+            env.builds.daemon_inside = inside;
+            env.builds.allow_unbudgeted = allow;
+            f.env = env.into();
+            f
+        };
+        let placed = |v: Verdict| match v {
+            Verdict::Allow(p) => {
+                let q = p.query().expect("query rewritten");
+                assert_eq!(q.all("cgroupparent"), ["/dwbudget"]);
+                p.rules()
+            }
+            Verdict::Deny(d) => panic!("denied: {}", d.client_message()),
+        };
+        // The classic builder takes the proxy's cgroupparent, whatever the daemon's.
+        for q in ["", "version=1", "version=1&version=2"] {
+            for inside in [false, true] {
+                let r = placed(run(&format!("/build?{q}"), "", &facts(inside, false)));
+                assert_eq!(r, ["limits.cgroup_parent"], "{q}");
+            }
+        }
+        // BuildKit ignores it: only a daemon whose own cgroup parent is the budget's places it.
+        let Verdict::Deny(d) = run("/build?version=2", "", &facts(false, false)) else {
+            panic!("allowed")
+        };
+        assert_eq!(d.rule, "limits.build_budget");
+        assert!(
+            d.client_message().contains("daemon.json"),
+            "{}",
+            d.client_message()
+        );
+        assert_eq!(
+            placed(run("/build?version=2", "", &facts(true, false))),
+            ["limits.cgroup_parent"]
+        );
+        assert_eq!(
+            placed(run("/build?version=2", "", &facts(false, true))),
+            ["limits.cgroup_parent", "limits.build_budget"]
+        );
     }
 }

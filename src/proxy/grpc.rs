@@ -135,6 +135,7 @@ async fn call(
             capture(j, &payload);
             match grpc::decide(j, &payload, &shared.env) {
                 Ok(a) => {
+                    super::warn_unbudgeted(a.rewrites());
                     rewrites = a
                         .rewrites()
                         .iter()

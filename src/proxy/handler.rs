@@ -99,6 +99,7 @@ impl Audit<'_> {
         decision: &str,
         p: &Permitted,
     ) -> Result<(), super::audit::AuditError> {
+        super::warn_unbudgeted(p.rewrites());
         let rewrites = p
             .rewrites()
             .iter()

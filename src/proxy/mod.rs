@@ -22,3 +22,13 @@ pub mod unpin;
 pub mod upstream;
 
 pub use server::{Options, Shared, run};
+
+/// `--allow-unbudgeted-builds`: every build let by outside the budget is a warning, each time.
+fn warn_unbudgeted(rewrites: &[crate::policy::Rewrite]) {
+    for r in rewrites
+        .iter()
+        .filter(|r| r.rule == crate::policy::limits::UNBUDGETED)
+    {
+        tracing::warn!(rule.id = r.rule, "{}", r.what);
+    }
+}

@@ -60,11 +60,17 @@ impl Allowed {
         }
     }
 
-    pub(in crate::policy) fn rewritten(message: Vec<u8>, rewrite: Rewrite) -> Self {
+    pub(in crate::policy) fn edited(message: Vec<u8>, rewrites: Vec<Rewrite>) -> Self {
         Self {
             message: Some(message),
-            rewrites: vec![rewrite],
+            rewrites,
         }
+    }
+
+    /// Adds a note (a rule that let the call by with a caveat) to the rewrites.
+    pub(in crate::policy) fn noting(mut self, note: Option<Rewrite>) -> Self {
+        self.rewrites.extend(note);
+        self
     }
 
     /// The message to forward in place of the client's, if the policy changed it.
@@ -74,6 +80,11 @@ impl Allowed {
 
     pub fn rewrites(&self) -> &[Rewrite] {
         &self.rewrites
+    }
+
+    /// The ids of the rules that rewrote (or noted) this call.
+    pub fn rules(&self) -> Vec<&'static str> {
+        self.rewrites.iter().map(|w| w.rule).collect()
     }
 }
 

@@ -18,6 +18,7 @@ use super::messages::{
 };
 use super::{Allowed, Refusal};
 use crate::policy::facts::Environment;
+use crate::policy::limits::unplaced_build;
 use crate::policy::{Denial, Rewrite};
 
 /// The frontends the proxy judges: none (plain LLB), the built-in Dockerfile frontend and
@@ -99,14 +100,16 @@ pub fn control_solve(message: &[u8], env: &Environment) -> Result<Allowed, Refus
     req.exporters
         .iter()
         .try_for_each(|e: &Exporter| check_exporter(&e.r#type))?;
-    check_definitions(req.definition.as_ref(), &req.frontend_inputs, env)?;
+    let steps = check_definitions(req.definition.as_ref(), &req.frontend_inputs, env)?;
+    let unplaced = steps.or(check_frontend_placement(&req.frontend, env)?);
     Ok(budget_rewrite(
         message,
         &req.frontend,
         &req.frontend_attrs,
         CONTROL_FRONTEND_ATTRS,
         env,
-    ))
+    )
+    .noting(unplaced))
 }
 
 /// `/moby.buildkit.v1.frontend.LLBBridge/Solve` (buildx runs its builds through the gateway).
@@ -119,14 +122,44 @@ pub fn gateway_solve(message: &[u8], env: &Environment) -> Result<Allowed, Refus
     check_frontend(&req.frontend)?;
     check_attrs(&req.frontend_opt, env)?;
     req.cache_imports.iter().try_for_each(check_cache_entry)?;
-    check_definitions(req.definition.as_ref(), &req.frontend_inputs, env)?;
+    let steps = check_definitions(req.definition.as_ref(), &req.frontend_inputs, env)?;
+    let unplaced = steps.or(check_frontend_placement(&req.frontend, env)?);
     Ok(budget_rewrite(
         message,
         &req.frontend,
         &req.frontend_opt,
         GATEWAY_FRONTEND_OPT,
         env,
-    ))
+    )
+    .noting(unplaced))
+}
+
+/// With the budget on, where a frontend's RUN steps land (`Environment::builds`):
+/// - the Dockerfile frontend on an engine that honours an LLB step's cgroup parent: where the
+///   proxy's `cgroup-parent` attribute puts them ([`budget_rewrite`]);
+/// - an image frontend (`gateway.v0`) there: anywhere it likes, since its LLB never crosses the
+///   wire and may name its own cgroup parent; refused whatever the daemon's settings;
+/// - otherwise (Engine 20.10 ignores the attribute): under the daemon's own cgroup parent.
+fn check_frontend_placement(frontend: &str, env: &Environment) -> Result<Option<Rewrite>, Denial> {
+    if env.cgroup_parent.is_none() || frontend.is_empty() {
+        return Ok(None);
+    }
+    let b = env.builds;
+    match frontend {
+        "dockerfile.v0" if b.llb_cgroup => Ok(None),
+        "gateway.v0" if b.llb_cgroup => unplaced_build(
+            env,
+            "an image frontend (`gateway.v0`) builds LLB the proxy never sees, whose steps can name their own cgroup parent on this engine",
+        ),
+        _ if b.daemon_inside => Ok(None),
+        f => unplaced_build(
+            env,
+            &format!(
+                "the frontend `{}` on this engine would run its steps under the daemon's own cgroup parent, which is not the budget's",
+                bounded(f)
+            ),
+        ),
+    }
 }
 
 /// `/moby.buildkit.v1.frontend.LLBBridge/ResolveSourceMeta`: resolving a git or HTTP source
@@ -311,20 +344,27 @@ fn check_exporter(t: &str) -> Result<(), Denial> {
     ))
 }
 
+/// Every definition the client sent; `Some` note: a step outside the budget, let by with
+/// `--allow-unbudgeted-builds`.
 fn check_definitions(
     def: Option<&Definition>,
     inputs: &HashMap<String, Definition>,
     env: &Environment,
-) -> Result<(), Refusal> {
+) -> Result<Option<Rewrite>, Refusal> {
     let mut names: Vec<&String> = inputs.keys().collect();
     names.sort();
-    def.into_iter()
-        .chain(names.into_iter().map(|n| &inputs[n]))
-        .try_for_each(|d| check_definition(d, env))
+    let mut unplaced = None;
+    for d in def.into_iter().chain(names.into_iter().map(|n| &inputs[n])) {
+        if let Some(note) = check_definition(d, env)? {
+            unplaced.get_or_insert(note);
+        }
+    }
+    Ok(unplaced)
 }
 
 /// Every op of an LLB definition the client sent.
-pub fn check_definition(def: &Definition, env: &Environment) -> Result<(), Refusal> {
+pub fn check_definition(def: &Definition, env: &Environment) -> Result<Option<Rewrite>, Refusal> {
+    let mut unplaced = None;
     for raw in &def.def {
         let op = Op::decode(raw.as_slice())
             .map_err(|e| Refusal::Invalid(format!("cannot read an LLB op: {e}")))?;
@@ -359,14 +399,21 @@ pub fn check_definition(def: &Definition, env: &Environment) -> Result<(), Refus
                 .map(|m| m.cgroup_parent.as_str())
                 .unwrap_or("");
             check_cgroup_parent(cg, env)?;
-            if let Some(parent) = &env.cgroup_parent
-                && cg.is_empty()
-            {
-                return Err(Denial::new(
-                    "limits.cgroup_parent",
-                    format!("an LLB exec step without the cgroup parent `{parent}` would run outside the shared budget"),
-                )
-                .into());
+            // Engine 23 and later honour the step's own cgroup parent; 20.10 ignores it, and a
+            // step without one runs under the daemon's.
+            let placed = if env.builds.llb_cgroup {
+                !cg.is_empty() || env.builds.daemon_inside
+            } else {
+                env.builds.daemon_inside
+            };
+            if env.cgroup_parent.is_some() && !placed {
+                // Forwarded only with --allow-unbudgeted-builds; the note is logged then.
+                if let Some(note) = unplaced_build(
+                    env,
+                    "an LLB exec step would run under the daemon's own cgroup parent, which is not the budget's",
+                )? {
+                    unplaced.get_or_insert(note);
+                }
             }
         }
         if let Some(s) = &op.source {
@@ -376,7 +423,7 @@ pub fn check_definition(def: &Definition, env: &Environment) -> Result<(), Refus
             return Err(Denial::new("build.llb", "nested LLB builds are not allowed").into());
         }
     }
-    Ok(())
+    Ok(unplaced)
 }
 
 /// An LLB source: images, local directories and OCI layouts (over the session); git and
@@ -399,10 +446,13 @@ fn check_source(s: &SourceOp) -> Result<(), Denial> {
     }
 }
 
-/// With the budget on, a frontend build gets the proxy's cgroup parent as its `cgroup-parent`
-/// attribute, so every RUN step runs beneath the parent cgroup. The entry is appended to the
-/// client's bytes: a protobuf map's last entry for a key wins, and fields the proxy does not
-/// declare reach the daemon unchanged.
+/// With the budget on and an engine that honours an LLB step's cgroup parent, a Dockerfile
+/// build gets the proxy's cgroup parent as its `cgroup-parent` attribute, so every RUN step runs
+/// beneath the parent cgroup, and a `cmdline` attribute, which turns off the frontend's hand-over
+/// to an image named by `# syntax=` or `BUILDKIT_SYNTAX` (BuildKit's `dockerfile/builder`
+/// forwards only when `cmdline` is absent): an image frontend's LLB would never be judged here.
+/// The entries are appended to the client's bytes: a protobuf map's last entry for a key wins,
+/// and fields the proxy does not declare reach the daemon unchanged.
 fn budget_rewrite(
     message: &[u8],
     frontend: &str,
@@ -413,26 +463,43 @@ fn budget_rewrite(
     let Some(parent) = &env.cgroup_parent else {
         return Allowed::unchanged();
     };
-    if frontend.is_empty() || attrs.get(CGROUP_PARENT) == Some(parent) {
+    if frontend != "dockerfile.v0" || !env.builds.llb_cgroup {
         return Allowed::unchanged();
     }
     let mut out = message.to_vec();
-    prost::encoding::message::encode(
-        field,
-        &StringEntry {
-            key: CGROUP_PARENT.into(),
-            value: parent.clone(),
-        },
-        &mut out,
-    );
-    Allowed::rewritten(
-        out,
-        Rewrite {
+    let mut rewrites = Vec::new();
+    let mut append = |key: &str, value: &str| {
+        prost::encoding::message::encode(
+            field,
+            &StringEntry {
+                key: key.into(),
+                value: value.into(),
+            },
+            &mut out,
+        );
+    };
+    if attrs.get(CGROUP_PARENT) != Some(parent) {
+        append(CGROUP_PARENT, parent);
+        rewrites.push(Rewrite {
             rule: "limits.cgroup_parent",
             what: format!("frontend attribute `cgroup-parent` set to `{parent}`"),
-        },
-    )
+        });
+    }
+    if !attrs.contains_key(CMDLINE) {
+        append(CMDLINE, "");
+        rewrites.push(Rewrite {
+            rule: "limits.cgroup_parent",
+            what: "frontend attribute `cmdline` set: a `# syntax=` image frontend is not handed the build".into(),
+        });
+    }
+    if rewrites.is_empty() {
+        return Allowed::unchanged();
+    }
+    Allowed::edited(out, rewrites)
 }
+
+/// The Dockerfile frontend's attribute that marks a build already handed over (`cmdline`).
+const CMDLINE: &str = "cmdline";
 
 fn bounded(s: &str) -> String {
     s.chars().take(200).collect()
@@ -441,12 +508,24 @@ fn bounded(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::facts::BuildPlacement;
     use crate::policy::grpc::messages::{ExecOp, Meta};
 
     fn env(parent: Option<&str>) -> Environment {
         Environment {
             cgroup_parent: parent.map(str::to_owned),
             ..Environment::default()
+        }
+    }
+
+    /// Engine 26.1 (an LLB step's cgroup parent is honoured) on a daemon outside the budget.
+    fn env26(parent: Option<&str>) -> Environment {
+        Environment {
+            builds: BuildPlacement {
+                llb_cgroup: true,
+                ..BuildPlacement::default()
+            },
+            ..env(parent)
         }
     }
 
@@ -615,9 +694,9 @@ mod tests {
         assert_eq!(raw(exec(NET_NONE, 0, ""), &env(None)), None);
         assert_eq!(
             raw(exec(0, 0, ""), &env(Some("/dw"))),
-            Some("limits.cgroup_parent")
+            Some("limits.build_budget")
         );
-        assert_eq!(raw(exec(0, 0, "/dw"), &env(Some("/dw"))), None);
+        assert_eq!(raw(exec(0, 0, "/dw"), &env26(Some("/dw"))), None);
         assert_eq!(
             raw(exec(0, 0, "/other"), &env(Some("/dw"))),
             Some("build.cgroup_parent")
@@ -687,7 +766,7 @@ mod tests {
                 .insert("filename".into(), "Dockerfile".into());
             r.r#ref = "abc".into();
         });
-        let a = control_solve(&msg, &env(Some("/dockwarden"))).expect("allowed");
+        let a = control_solve(&msg, &env26(Some("/dockwarden"))).expect("allowed");
         let out = a.message().expect("rewritten");
         assert!(out.starts_with(&msg));
         let back = ControlSolveRequest::decode(out).expect("decodes");
@@ -699,8 +778,13 @@ mod tests {
             back.frontend_attrs.get("filename").map(String::as_str),
             Some("Dockerfile")
         );
+        // The hand-over to a `# syntax=` image frontend is off.
+        assert_eq!(
+            back.frontend_attrs.get("cmdline").map(String::as_str),
+            Some("")
+        );
         assert_eq!(back.r#ref, "abc");
-        assert_eq!(a.rewrites()[0].rule, "limits.cgroup_parent");
+        assert_eq!(a.rules(), ["limits.cgroup_parent", "limits.cgroup_parent"]);
         assert!(
             control_solve(&msg, &env(None))
                 .expect("allowed")
@@ -710,7 +794,7 @@ mod tests {
         // Plain LLB without a frontend is not rewritten (its exec steps are judged instead).
         let raw = solve(|r| r.frontend = String::new());
         assert!(
-            control_solve(&raw, &env(Some("/dockwarden")))
+            control_solve(&raw, &env26(Some("/dockwarden")))
                 .expect("allowed")
                 .message()
                 .is_none()
@@ -720,11 +804,78 @@ mod tests {
             ..Default::default()
         }
         .encode_to_vec();
-        let a = gateway_solve(&g, &env(Some("/dw"))).expect("allowed");
+        let a = gateway_solve(&g, &env26(Some("/dw"))).expect("allowed");
         let back = GatewaySolveRequest::decode(a.message().expect("rewritten")).expect("decodes");
         assert_eq!(
             back.frontend_opt.get("cgroup-parent").map(String::as_str),
             Some("/dw")
         );
+    }
+
+    /// Every BuildKit path with the budget on: placed by the proxy, placed by the daemon, or
+    /// refused (`limits.build_budget`); with `--allow-unbudgeted-builds` forwarded with a note.
+    #[test]
+    fn build_steps_are_placed_in_the_budget_or_refused() {
+        let dockerfile = solve(|_| {});
+        let gateway = solve(|r| r.frontend = "gateway.v0".into());
+        let plain = |cg: &str| {
+            solve(|r| {
+                r.frontend = String::new();
+                r.definition = Some(def_with(exec(0, 0, cg)));
+            })
+        };
+        let bridge_gateway = GatewaySolveRequest {
+            frontend: "gateway.v0".into(),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let ok = None;
+        let no = Some("limits.build_budget");
+        // (engine honours LLB cgroup parents, daemon inside the budget) → dockerfile.v0,
+        // gateway.v0 (Control and LLBBridge), plain LLB with no cgroup parent, with the budget's.
+        let table = [
+            ((false, false), [no, no, no, no, no]),
+            ((false, true), [ok, ok, ok, ok, ok]),
+            ((true, false), [ok, no, no, no, ok]),
+            ((true, true), [ok, no, no, ok, ok]),
+        ];
+        for ((llb_cgroup, daemon_inside), want) in table {
+            for allow_unbudgeted in [false, true] {
+                let e = Environment {
+                    builds: BuildPlacement {
+                        llb_cgroup,
+                        daemon_inside,
+                        allow_unbudgeted,
+                    },
+                    ..env(Some("/dw"))
+                };
+                let got = [
+                    control_solve(&dockerfile, &e),
+                    control_solve(&gateway, &e),
+                    gateway_solve(&bridge_gateway, &e),
+                    control_solve(&plain(""), &e),
+                    control_solve(&plain("/dw"), &e),
+                ];
+                for (i, (g, w)) in got.into_iter().zip(want).enumerate() {
+                    let case = format!(
+                        "llb_cgroup={llb_cgroup} inside={daemon_inside} allow={allow_unbudgeted} #{i}"
+                    );
+                    match (allow_unbudgeted, w) {
+                        (false, w) => assert_eq!(rule(g), w, "{case}"),
+                        // Let by, with the note the proxy logs as a warning.
+                        (true, w) => {
+                            let a = g.expect(&case);
+                            assert_eq!(
+                                a.rules().contains(&"limits.build_budget"),
+                                w.is_some(),
+                                "{case}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // Without the budget nothing is placed and nothing refused for it.
+        assert_eq!(rule(control_solve(&gateway, &env(None))), None);
     }
 }
