@@ -1082,9 +1082,14 @@ impl CgroupParentDaemon {
         let dir = PathBuf::from(format!("/tmp/dwpd-{tag}"));
         std::fs::create_dir_all(&dir).expect("dir");
         let log = std::fs::File::create(dir.join("dockerd.log")).expect("log");
+        // Its own configuration (the flag below sets the cgroup parent; dockerd refuses a key
+        // set both ways, and the machine's /etc/docker/daemon.json sets it).
+        std::fs::write(dir.join("daemon.json"), "{}").expect("daemon.json");
         let child = Command::new("unshare")
             .env("PATH", path)
-            .args(["--net", dockerd, "--host"])
+            .args(["--net", dockerd, "--config-file"])
+            .arg(dir.join("daemon.json"))
+            .arg("--host")
             .arg(format!("unix://{}", dir.join("d.sock").display()))
             .arg("--data-root")
             .arg(dir.join("root"))
@@ -1187,8 +1192,6 @@ fn run_step_budget_holds_with_the_daemon_cgroup_parent(engine: &'static str, doc
     let Some(d) = CgroupParentDaemon::start(&tag, &format!("/{name}"), dockerd) else {
         return;
     };
-    let conf = tempfile::NamedTempFile::new().expect("conf");
-    std::fs::write(conf.path(), "{}").expect("conf");
     let sock = d.socket();
     let e = Engine {
         name: if engine == "26.1" {
@@ -1200,25 +1203,16 @@ fn run_step_budget_holds_with_the_daemon_cgroup_parent(engine: &'static str, doc
         netns: None,
         prefix: None,
     };
-    let conf_path = conf.path().to_str().expect("utf-8").to_owned();
-    let p = proxy(
-        &e,
-        &[
-            "--cgroup-name",
-            &name,
-            "--pids-budget",
-            "40",
-            "--daemon-config",
-            &conf_path,
-        ],
-    );
-    // The defense the daemon must mirror: entitlements and cgroup parent left at their
-    // defaults are start-up errors.
+    let p = proxy(&e, &["--cgroup-name", &name, "--pids-budget", "40"]);
+    // The proxy read the daemon's own settings from its process: entitlements left at their
+    // defaults (its daemon.json is `{}`) are a start-up error, and its `--cgroup-parent` flag is
+    // the budget's, so nothing is said about placing builds.
     let log = p.log();
     assert!(
         log.contains("ERROR")
             && log.contains("network-host")
-            && log.contains("`cgroup-parent` is not"),
+            && log.contains("/daemon.json")
+            && !log.contains("limits.build_budget"),
         "{log}"
     );
 

@@ -705,7 +705,11 @@ impl PrivateDaemon {
                 None => cmd.env_remove(k),
             };
         }
+        // Its own (empty) configuration: never the machine's /etc/docker/daemon.json.
+        std::fs::write(d.join("daemon.json"), "{}").expect("daemon.json");
         let child = cmd
+            .arg("--config-file")
+            .arg(d.join("daemon.json"))
             .arg("--host")
             .arg(self.host())
             .arg("--data-root")
