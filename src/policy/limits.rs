@@ -194,7 +194,10 @@ fn apply_build(req: &Request, env: &Environment, p: Permitted) -> Result<Permitt
     );
     if buildkit && !env.builds.daemon_inside {
         return Ok(
-            match unplaced_build(env, "a BuildKit build over `/build?version=2`")? {
+            match unplaced_build(
+                env,
+                "a BuildKit build over `/build?version=2` would run its steps under the daemon's own cgroup parent, which is not the budget's",
+            )? {
                 Some(r) => p.rewrite(r.rule, r.what),
                 None => p,
             },
@@ -203,7 +206,7 @@ fn apply_build(req: &Request, env: &Environment, p: Permitted) -> Result<Permitt
     Ok(p)
 }
 
-/// A build whose steps the proxy cannot place under the budget's parent (`what` names it):
+/// A build whose steps the proxy cannot place under the budget's parent (`what` says why):
 /// refused with `limits.build_budget`, or with the operator's `--allow-unbudgeted-builds`
 /// forwarded with a rewrite note the proxy logs as a warning.
 pub(in crate::policy) fn unplaced_build(
@@ -213,9 +216,7 @@ pub(in crate::policy) fn unplaced_build(
     let Some(parent) = &env.cgroup_parent else {
         return Ok(None);
     };
-    let why = format!(
-        "{what} would run its steps under the daemon's own cgroup parent, outside the shared budget `{parent}`"
-    );
+    let why = format!("{what} (the shared budget is `{parent}`)");
     if env.builds.allow_unbudgeted {
         return Ok(Some(super::Rewrite {
             rule: UNBUDGETED,
