@@ -754,23 +754,27 @@ fn large_solve_under_the_cap_reaches_the_daemon(e: &Engine) {
     );
 }
 
-/// The bytes the proxy appends to a Solve with a frontend: the frontend attribute
-/// `cgroup-parent` set to its parent (one map entry of field 7).
+/// The bytes the proxy appends to a Solve with a frontend, as its audit log names them: on
+/// Engine 26.1 the frontend attributes `cgroup-parent` (its parent) and `cmdline` (empty), one
+/// map entry of field 7 each; on 20.10 none (the daemon's own cgroup parent places the steps).
 fn rewrite_len(p: &Proxy) -> usize {
     use dockwarden::policy::grpc::messages::ControlSolveRequest;
     use prost::Message;
-    let parent = p
-        .audit_log()
-        .lines()
-        .find_map(|l| {
-            l.split("cgroup-parent` set to `")
-                .nth(1)
-                .and_then(|r| r.split('`').next())
-                .map(str::to_owned)
-        })
-        .expect("the audit log names the `cgroup-parent` rewrite");
+    let log = p.audit_log();
+    let mut attrs = std::collections::HashMap::new();
+    if let Some(parent) = log.lines().find_map(|l| {
+        l.split("cgroup-parent` set to `")
+            .nth(1)
+            .and_then(|r| r.split('`').next())
+            .map(str::to_owned)
+    }) {
+        attrs.insert("cgroup-parent".to_owned(), parent);
+    }
+    if log.contains("frontend attribute `cmdline` set") {
+        attrs.insert("cmdline".to_owned(), String::new());
+    }
     ControlSolveRequest {
-        frontend_attrs: [("cgroup-parent".to_owned(), parent)].into_iter().collect(),
+        frontend_attrs: attrs,
         ..Default::default()
     }
     .encode_to_vec()
