@@ -12,7 +12,7 @@ for pkg_cmd in docker.io:dockerd docker-compose:docker-compose busybox-static:bu
                golang-go:go haproxy:haproxy python3-docker:__py iptables:iptables git:git \
                bsdutils:script curl:curl socat:socat util-linux:unshare \
                util-linux:nsenter iproute2:ip restic:restic rsync:rsync \
-               xfsprogs:mkfs.xfs e2fsprogs:filefrag valgrind:callgrind_control; do
+               xfsprogs:mkfs.xfs e2fsprogs:filefrag valgrind:callgrind_control mmdebstrap:mmdebstrap; do
   pkg=${pkg_cmd%%:*}; cmd=${pkg_cmd#*:}
   if [ "$cmd" = __py ]; then have_py_docker || need+=("$pkg")
   elif ! command -v "$cmd" >/dev/null 2>&1; then need+=("$pkg"); fi
