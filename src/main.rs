@@ -18,6 +18,10 @@ struct Cli {
 enum Command {
     /// Run the policy proxy in front of a Docker daemon.
     Proxy(Box<dockwarden::cli::proxy::ProxyArgs>),
+    /// Run the policy proxy with the arguments in a JSON file (the workspace service's child
+    /// proxies; `dockwarden::cli::proxy::ProxyArgs`).
+    #[command(hide = true)]
+    ProxyArgs { file: std::path::PathBuf },
     /// Print the rule catalogue.
     Rules(dockwarden::cli::rules::RulesArgs),
     /// Run the workspace lifecycle service.
@@ -35,6 +39,9 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Proxy(a) => dockwarden::cli::proxy::main(*a),
+        Command::ProxyArgs { file } => {
+            dockwarden::cli::proxy::main(dockwarden::cli::proxy::read_args_file(&file)?)
+        }
         Command::Rules(a) => dockwarden::cli::rules::main(a),
         Command::Serve(a) => {
             with_returning_malloc()?;

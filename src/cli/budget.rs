@@ -11,7 +11,8 @@ use crate::policy::Policy;
 use crate::policy::facts::BuildPlacement;
 use crate::proxy::upstream::Upstream;
 
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, clap::Args, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BudgetArgs {
     /// Most containers the daemon may hold (overrides the policy's `limits.max_containers`).
     #[arg(long)]

@@ -14,7 +14,11 @@ use crate::policy::facts::Environment;
 use crate::proxy::audit::AuditLog;
 use crate::proxy::{self, Options, Shared};
 
-#[derive(Debug, Clone, clap::Args)]
+/// `dockwarden proxy`'s arguments: from its flags, or (the workspace service's child proxies)
+/// from a JSON file read by [`read_args_file`], so the service builds this struct and a renamed
+/// field is a compile error there rather than a failed start in every docker-compose workspace.
+#[derive(Debug, Clone, clap::Args, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ProxyArgs {
     /// Socket the workspace user connects to (DOCKER_HOST).
     #[arg(long, default_value = "/run/dockwarden/docker.sock")]
@@ -65,6 +69,16 @@ pub struct ProxyArgs {
     /// range (for example `100000:65536`).
     #[arg(long, value_name = "START:COUNT", value_parser = parse_id_range)]
     pub hand_back_ids: Option<IdRange>,
+}
+
+/// Reads the arguments the workspace service wrote (`dockwarden proxy-args FILE`): the same
+/// struct, checked field by field (`deny_unknown_fields`), so a field the service sets and the
+/// proxy no longer has is refused at start-up, never ignored.
+pub fn read_args_file(path: &Path) -> anyhow::Result<ProxyArgs> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the proxy's arguments `{}`", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("the proxy's arguments `{}`", path.display()))
 }
 
 /// The default pin directory: stable per listening socket (FNV-1a of its path).

@@ -33,10 +33,30 @@ const SETID: libc::mode_t = libc::S_ISUID | libc::S_ISGID;
 
 /// A range of host uids, `start..start + count`; never empty and never reaching `u32::MAX`
 /// (the "no change" id of `chown`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "IdRangeFields")]
 pub struct IdRange {
     start: u32,
     count: u32,
+}
+
+/// An [`IdRange`] as written, checked by [`IdRange::new`] when read.
+#[derive(serde::Deserialize)]
+struct IdRangeFields {
+    start: u32,
+    count: u32,
+}
+
+impl TryFrom<IdRangeFields> for IdRange {
+    type Error = String;
+    fn try_from(f: IdRangeFields) -> Result<Self, String> {
+        IdRange::new(f.start, f.count).ok_or_else(|| {
+            format!(
+                "id range {}:{} is empty or reaches u32::MAX",
+                f.start, f.count
+            )
+        })
+    }
 }
 
 impl IdRange {

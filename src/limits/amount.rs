@@ -2,7 +2,7 @@
 //! (`64m`, `1g`, `512`).
 
 /// A share of a machine resource, or an absolute value.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Amount {
     /// A fraction in (0, 1].
     Fraction(f64),

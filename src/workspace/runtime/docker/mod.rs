@@ -67,6 +67,8 @@ pub struct Layout {
     pub audit_log: PathBuf,
     pub proxy_log: PathBuf,
     pub proxy_pidfile: PathBuf,
+    /// The proxy's arguments (`cli::proxy::ProxyArgs` as JSON, root-only).
+    pub proxy_args: PathBuf,
     /// The proxy's policy file (the default policy, `private-daemon` profile).
     pub policy: PathBuf,
     /// The workspace's `DOCKER_HOST` socket (in the workspace directory, owned by its uid).
@@ -94,6 +96,7 @@ impl Layout {
             audit_log: dir.join("audit.log"),
             proxy_log: dir.join("proxy.log"),
             proxy_pidfile: dir.join("proxy.pid"),
+            proxy_args: dir.join("proxy.json"),
             policy: dir.join("policy.toml"),
             proxy_socket: ws_dir.join("docker.sock"),
             shim_dir: ws_dir.join("bin"),

@@ -6,26 +6,32 @@ use std::path::Path;
 use std::process::Stdio;
 
 use super::{Layout, netns};
+use crate::cli::budget::BudgetArgs;
+use crate::cli::proxy::ProxyArgs;
+use crate::limits::Amount;
 
 /// Most containers one workspace's daemon may hold.
 pub const MAX_CONTAINERS: u64 = 64;
 
-/// The proxy's arguments (pure, so the flags are unit-tested).
-pub fn args(layout: &Layout, worktree: &Path, uid: u32, gid: u32) -> Vec<String> {
+/// The proxy's arguments (pure, so they are unit-tested). A typed struct, written to
+/// `layout.proxy_args` and read by the child with the proxy's own reader: renaming a field of
+/// `ProxyArgs` fails to compile here.
+pub fn args(layout: &Layout, worktree: &Path, uid: u32, gid: u32) -> ProxyArgs {
     let burst =
         crate::workspace::resources::cgroup::burst_of(super::dockerd::workspace_cgroup(layout));
     args_with(layout, worktree, uid, gid, burst)
 }
 
-/// The container budget: half of the workspace's burst memory and pids.
-pub fn budget(burst: Option<(Option<u64>, Option<u64>)>) -> (String, String) {
+/// The container budget: half of the workspace's burst memory and pids (half of the machine
+/// where it has none).
+pub fn budget(burst: Option<(Option<u64>, Option<u64>)>) -> (Amount, Amount) {
     let half = |v: Option<u64>| {
-        v.map(|v| (v / 2).max(1).to_string())
-            .unwrap_or_else(|| "0.5".into())
+        v.map(|v| Amount::Absolute((v / 2).max(1)))
+            .unwrap_or(Amount::Fraction(0.5))
     };
     match burst {
         Some((mem, pids)) => (half(mem), half(pids)),
-        None => ("0.5".into(), "0.5".into()),
+        None => (Amount::Fraction(0.5), Amount::Fraction(0.5)),
     }
 }
 
@@ -36,45 +42,49 @@ pub fn args_with(
     uid: u32,
     gid: u32,
     burst: Option<(Option<u64>, Option<u64>)>,
-) -> Vec<String> {
+) -> ProxyArgs {
     let (memory, pids) = budget(burst);
-    let s = |p: &Path| p.display().to_string();
-    vec![
-        "proxy".into(),
-        "--listen".into(),
-        s(&layout.proxy_socket),
-        "--upstream".into(),
-        s(&layout.daemon_socket),
-        "--workspace".into(),
-        s(worktree),
-        "--uid".into(),
-        uid.to_string(),
-        "--gid".into(),
-        gid.to_string(),
-        "--socket-mode".into(),
-        "660".into(),
-        "--pin-dir".into(),
-        s(&layout.pin_dir),
-        "--audit-log".into(),
-        s(&layout.audit_log),
-        "--max-containers".into(),
-        MAX_CONTAINERS.to_string(),
-        // Half of the workspace's burst limit (half of the machine when it has none).
-        "--memory-budget".into(),
-        memory,
-        "--pids-budget".into(),
-        pids,
-        "--cgroup-name".into(),
-        layout.cgroup_name.clone(),
-        "--daemon-config".into(),
-        s(&layout.daemon_json),
-        "--policy".into(),
-        s(&layout.policy),
+    ProxyArgs {
+        listen: layout.proxy_socket.clone(),
+        upstream: layout.daemon_socket.clone(),
+        workspace: worktree.to_path_buf(),
+        uid: Some(uid),
+        gid: Some(gid),
+        socket_mode: 0o660,
+        policy: Some(layout.policy.clone()),
+        audit_log: Some(layout.audit_log.clone()),
+        dry_run: false,
+        header_timeout: 30,
+        max_connections: 1024,
+        budget: BudgetArgs {
+            max_containers: Some(MAX_CONTAINERS),
+            memory_budget: Some(memory),
+            pids_budget: Some(pids),
+            cgroup_name: layout.cgroup_name.clone(),
+            cgroup_root: "/sys/fs/cgroup".into(),
+            no_cgroup_budget: false,
+            daemon_config: layout.daemon_json.clone(),
+            allow_unbudgeted_builds: false,
+        },
+        pin_dir: Some(layout.pin_dir.clone()),
+        show_pins: false,
         // Container users other than root are the workspace's subordinate ids (userns-remap):
         // what they write into binds is handed back like root's (`subid.rs`).
-        "--hand-back-ids".into(),
-        layout.ranges.hand_back(),
-    ]
+        hand_back_ids: layout.ranges.hand_back_range(),
+    }
+}
+
+/// Writes `bytes` to `path`, root-only (0600), replacing what was there.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(bytes)
 }
 
 /// The embedded default policy with the `private-daemon` profile: prune and builds on user
@@ -103,8 +113,12 @@ pub fn spawn(
         .append(true)
         .open(&layout.proxy_log)?;
     use std::os::unix::process::CommandExt;
+    let typed = args(layout, worktree, uid, gid);
+    let json = serde_json::to_vec_pretty(&typed).map_err(std::io::Error::other)?;
+    write_private(&layout.proxy_args, &json)?;
     let mut cmd = std::process::Command::new(exe);
-    cmd.args(args(layout, worktree, uid, gid))
+    cmd.arg("proxy-args")
+        .arg(&layout.proxy_args)
         .env_clear()
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
         .env("RUST_LOG", "info")
@@ -129,21 +143,12 @@ mod tests {
     fn the_proxy_is_held_to_the_workspace() {
         let layout = Layout::new(Path::new("/s/workspaces/a"), 20001);
         let a = args(&layout, Path::new("/s/workspaces/a/worktree"), 20001, 20001);
-        let flag = |f: &str| a.iter().position(|x| x == f).map(|i| a[i + 1].clone());
-        assert_eq!(
-            flag("--workspace").as_deref(),
-            Some("/s/workspaces/a/worktree")
-        );
-        assert_eq!(flag("--uid").as_deref(), Some("20001"));
-        assert_eq!(flag("--max-containers").as_deref(), Some("64"));
-        assert_eq!(
-            flag("--upstream"),
-            Some(layout.daemon_socket.display().to_string())
-        );
-        assert_eq!(
-            flag("--cgroup-name").as_deref(),
-            Some("dockwarden_ws_20001/containers")
-        );
+        assert_eq!(a.workspace, Path::new("/s/workspaces/a/worktree"));
+        assert_eq!(a.uid, Some(20001));
+        assert_eq!(a.budget.max_containers, Some(64));
+        assert_eq!(a.upstream, layout.daemon_socket);
+        assert_eq!(a.budget.cgroup_name, "dockwarden_ws_20001/containers");
+        assert_eq!(a.policy, Some(layout.policy.clone()));
         let a = args_with(
             &layout,
             Path::new("/w"),
@@ -151,39 +156,44 @@ mod tests {
             20001,
             Some((Some(64 << 20), Some(256))),
         );
-        let flag = |f: &str| a.iter().position(|x| x == f).map(|i| a[i + 1].clone());
-        assert_eq!(flag("--memory-budget").as_deref(), Some("33554432"));
-        assert_eq!(flag("--pids-budget").as_deref(), Some("128"));
-        assert_eq!(budget(None), ("0.5".to_string(), "0.5".to_string()));
+        assert_eq!(a.budget.memory_budget, Some(Amount::Absolute(33554432)));
+        assert_eq!(a.budget.pids_budget, Some(Amount::Absolute(128)));
+        assert_eq!(budget(None), (Amount::Fraction(0.5), Amount::Fraction(0.5)));
         assert_eq!(
             budget(Some((None, Some(100)))),
-            ("0.5".to_string(), "50".to_string())
+            (Amount::Fraction(0.5), Amount::Absolute(50))
         );
-        assert_eq!(flag("--policy"), Some(layout.policy.display().to_string()));
     }
 
-    /// The argv the service builds is read by the proxy's own parser: a renamed or removed
-    /// flag fails here, not in every docker-compose workspace at run time.
+    /// What the service writes is read by the proxy's own reader (`dockwarden proxy-args`),
+    /// field for field; an unknown field is refused, not ignored.
     #[test]
-    fn the_proxy_parses_the_arguments_the_service_passes() {
-        use clap::Parser;
-        #[derive(Debug, Parser)]
-        struct Cli {
-            #[command(flatten)]
-            a: crate::cli::proxy::ProxyArgs,
-        }
+    fn the_proxy_reads_the_arguments_the_service_writes() {
         let layout = Layout::new(Path::new("/s/workspaces/a"), 20001);
-        let argv = args_with(&layout, Path::new("/w"), 20001, 20001, None);
-        let parsed = Cli::try_parse_from(&argv)
-            .unwrap_or_else(|e| panic!("{e}"))
-            .a;
+        let typed = args_with(&layout, Path::new("/w"), 20001, 20001, None);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("proxy.json");
+        write_private(&file, &serde_json::to_vec(&typed).expect("json")).expect("write");
+        let parsed = crate::cli::proxy::read_args_file(&file).unwrap_or_else(|e| panic!("{e:#}"));
         assert_eq!(parsed.uid, Some(20001));
+        assert_eq!(parsed.listen, layout.proxy_socket);
+        assert_eq!(parsed.budget.daemon_config, layout.daemon_json);
         let r = layout.ranges;
         assert_eq!(
             parsed.hand_back_ids,
             crate::hostfs::watch::IdRange::new(r.base, super::super::subid::SUB_LEN),
             "container users' files are handed back"
         );
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // A field the proxy does not have (say, renamed on one side only) fails the start.
+        let mut v = serde_json::to_value(&typed).expect("json");
+        v["listen_socket"] = v["listen"].take();
+        v.as_object_mut().expect("object").remove("listen");
+        std::fs::write(&file, v.to_string()).expect("write");
+        let e = crate::cli::proxy::read_args_file(&file).expect_err("refused");
+        assert!(format!("{e:#}").contains("listen_socket"), "{e:#}");
     }
 
     #[test]

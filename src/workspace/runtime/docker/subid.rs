@@ -58,8 +58,8 @@ impl Ranges {
 
     /// `START:COUNT` of the host ids container users other than root map to (what
     /// chown-back hands back to the workspace user besides uid 0).
-    pub fn hand_back(&self) -> String {
-        format!("{}:{}", self.base, SUB_LEN)
+    pub fn hand_back_range(&self) -> Option<crate::hostfs::watch::IdRange> {
+        crate::hostfs::watch::IdRange::new(self.base, SUB_LEN)
     }
 
     /// The container's view as `(container, host, len)` triples, as dockerd builds it.
@@ -374,8 +374,8 @@ mod tests {
             [(0, 7, 1), (1, SUB_BASE + 7 * 65_536, 65_535)]
         );
         assert_eq!(
-            Ranges::of(7, 7).hand_back(),
-            format!("{}:65535", SUB_BASE + 7 * 65_536)
+            Ranges::of(7, 7).hand_back_range(),
+            crate::hostfs::watch::IdRange::new(SUB_BASE + 7 * 65_536, 65_535)
         );
     }
 
