@@ -21,7 +21,8 @@ fuzz_install && fuzz_build >"$FUZZ_WORK/build.log" 2>&1 || {
   exit 1
 }
 commit=$(git rev-parse --short HEAD)
-git diff --quiet HEAD -- src fuzz/fuzz_targets Cargo.toml || commit="$commit with uncommitted changes"
+dirty=$(git diff --name-only HEAD -- src fuzz/fuzz_targets Cargo.toml Cargo.lock | tr '\n' ' ')
+[ -z "$dirty" ] || commit="$commit (with uncommitted changes to ${dirty% })"
 rustc=$(rustc --version)
 date=$(date -u +%Y-%m-%d)
 rows=$FUZZ_WORK/long-run-rows.md
