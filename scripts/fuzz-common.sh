@@ -28,10 +28,11 @@ fuzz_build() {
 # Read-only seed inputs for a target, made from files in git (printed: the directory).
 # body_decoder: the request bodies in fixtures/bodies; policy_decide: the same bodies behind
 # each endpoint selector byte; router: every path the policy cases name, behind a GET and a
-# POST method byte.
+# POST method byte. Every target: the inputs that once failed it, in fuzz/regressions/<target>/.
 fuzz_seeds() {
   local t=$1 dir="$FUZZ_WORK/seeds/$1" f i=0 p
   rm -rf "$dir" && mkdir -p "$dir"
+  [ ! -d "fuzz/regressions/$t" ] || cp "fuzz/regressions/$t"/* "$dir"/
   case $t in
     body_decoder) cp fixtures/bodies/*.json "$dir"/ ;;
     policy_decide)
