@@ -45,21 +45,24 @@ for t in "${targets[@]}"; do
     result="FAILED: ${artifacts:-status $rc, see $log}"
   fi
   echo "fuzz $t: $execs executions in $wall s, $(fuzz_stat "$log" exec_s) exec/s, $result"
-  printf '| `%s` | %s | %s s | %s | %s | %s | %s | %s | %s |\n' "$t" "$execs" "$wall" \
-    "$(fuzz_stat "$log" exec_s)" "$(fuzz_stat "$log" cov)" "$(fuzz_stat "$log" ft)" \
-    "$(fuzz_stat "$log" corpus)" "$crashes" "$result" >>"$rows"
+  printf '| `%s` | %s | %s s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$t" "$execs" \
+    "$wall" "$(fuzz_stat "$log" exec_s)" "$(fuzz_stat "$log" cov)" "$(fuzz_stat "$log" ft)" \
+    "$(fuzz_stat "$log" corpus)" "$crashes" "$result" "$date" "$commit" "$rustc" >>"$rows"
 done
 
-# fuzz/README.md: everything between the two markers is this run's.
+# fuzz/README.md: everything between the two markers is rewritten; a target this run left out
+# keeps its row from the last run that had it.
 readme=fuzz/README.md
 {
   echo "<!-- fuzz.sh results: written by scripts/fuzz.sh, do not edit -->"
-  echo "$date, commit $commit, $rustc, cargo-fuzz $(cargo fuzz --version 2>/dev/null | awk '{print $2}')," \
-    "sanitizer \`$FUZZ_SANITIZER\`, one core, \`-runs=$runs -max_total_time=$cap\`."
+  echo "cargo-fuzz $(cargo fuzz --version 2>/dev/null | awk '{print $2}'), sanitizer" \
+    "\`$FUZZ_SANITIZER\`, one core, \`-runs=$runs -max_total_time=$cap\`, seeds as above."
   echo
-  echo "| target | executions | wall time | exec/s | coverage (cov) | features (ft) | corpus | crashes | result |"
-  echo "|---|---|---|---|---|---|---|---|---|"
-  cat "$rows"
+  echo "| target | executions | wall time | exec/s | coverage (cov) | features (ft) | corpus | crashes | result | date | commit | rustc |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+  for t in "${FUZZ_TARGETS[@]}"; do
+    grep -F "| \`$t\` |" "$rows" || grep -F "| \`$t\` |" "$readme" || true
+  done
   echo "<!-- end fuzz.sh results -->"
 } >"$FUZZ_WORK/long-run.md"
 awk -v new="$FUZZ_WORK/long-run.md" '

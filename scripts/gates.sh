@@ -45,7 +45,9 @@ fuzz_gate() {
   else
     echo "gate fuzz $t: FAILED in $((SECONDS - start)) s (output: $tlog)"
     fuzz_artifacts "$tlog" | sed "s|^|gate fuzz $t: kept input |"
-    grep -m3 -E "panicked at|^==[0-9]+== ERROR|SUMMARY" "$tlog" | sed "s|^|gate fuzz $t:   |"
+    # The panic and its message (an assert's left/right), or libFuzzer's own error line.
+    { grep -m1 -A3 "panicked at" "$tlog" || grep -m1 "^==[0-9]*== ERROR" "$tlog"; } |
+      sed "/^stack backtrace/,\$d; s|^|gate fuzz $t:   |"
     echo "gate fuzz $t: reproduce: (cd fuzz && cargo fuzz run -s $FUZZ_SANITIZER $t <kept input>)"
     failed=1
   fi
