@@ -61,7 +61,8 @@ readme=fuzz/README.md
   echo "| target | executions | wall time | exec/s | coverage (cov) | features (ft) | corpus | crashes | result | date | commit | rustc |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
   for t in "${FUZZ_TARGETS[@]}"; do
-    grep -F "| \`$t\` |" "$rows" || grep -F "| \`$t\` |" "$readme" || true
+    grep -F "| \`$t\` |" "$rows" ||
+      sed -n '/^<!-- fuzz.sh results/,/^<!-- end fuzz.sh results/p' "$readme" | grep -F "| \`$t\` |" || true
   done
   echo "<!-- end fuzz.sh results -->"
 } >"$FUZZ_WORK/long-run.md"
