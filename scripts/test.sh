@@ -4,9 +4,12 @@
 # end-to-end suites against both real engines, 20.10 and 26.1 (the Compose suites with v1 and
 # v2; docs/ci.md). Test binaries run one after another (cargo's default).
 #
+# First the gates (scripts/gates.sh: cargo fmt, clippy -D warnings, bounded fuzzing of every
+# fuzz target). A failed gate fails the run, but the tests still run, so one run shows all.
+#
 # The full output (with every test's own lines) goes to target/test-output.log; what is printed
-# here is each suite, its result line, every skip with its reason, the measurements tests
-# report (e.g. the 80-way create race), and on failure the failures section.
+# here is each gate's line, each suite, its result line, every skip with its reason, the
+# measurements tests report (e.g. the 80-way create race), and on failure the failures section.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
@@ -31,6 +34,8 @@ echo "clients: $("$cli" version --format 'CLI {{.Client.Version}}' 2>/dev/null),
 mkdir -p target
 log=target/test-output.log
 status=0
+gates=0
+bash scripts/gates.sh >"$log" 2>&1 || gates=$?
 {
   cargo test --release --no-fail-fast --lib --bins --tests --examples -- --test-threads=4 --show-output &&
   # Criterion benches take no libtest flags; in test mode each runs once as a smoke test.
@@ -46,14 +51,20 @@ status=0
     echo "error: e2e_docker_workspace on Engine 26.1: no dockerd under ${DW_ENGINE26_PREFIX:-/opt/docker26}"
     false
   fi
-} >"$log" 2>&1 || status=$?
-grep -E '^ +Running |^engine 26.1 for workspaces|^test result|^test .* (FAILED|ignored)$|^(skip|SKIPPED)|^skipped:|^go_differential|^oracle|parallel creates|past the budget|fork loop|creates were allowed|^sidecar |^note: Engine|^error' "$log" || true
+} >>"$log" 2>&1 || status=$?
+grep -E '^gate |^ +Running |^engine 26.1 for workspaces|^test result|^test .* (FAILED|ignored)$|^(skip|SKIPPED)|^skipped:|^go_differential|^oracle|parallel creates|past the budget|fork loop|creates were allowed|^sidecar |^note: Engine|pids.current rose|^error' "$log" || true
 # One closing line over every suite.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
      END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"
+if [ "$gates" -ne 0 ]; then
+  echo "---- failed gates (full output: target/gates.log) ----"
+  grep -E '^(error|warning)(\[|:)|^Diff in ' -A12 target/gates.log | head -120 || true
+fi
 if [ "$status" -ne 0 ]; then
   echo "---- failures (full log: $log) ----"
   sed -n '/^failures:/,/^test result/p' "$log" | tail -300
   grep -E '^error(\[|:)' -A12 "$log" | head -80 || true
 fi
+# The tests' status, or the gates' when the tests passed.
+[ "$status" -ne 0 ] || status=$gates
 exit "$status"

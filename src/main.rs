@@ -35,8 +35,18 @@ enum Command {
     Secrets(dockwarden::cli::secrets::SecretsArgs),
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // In the log format the command chose (`--log-format json`: one more JSON line).
+            dockwarden::cli::logging::report_fatal(&e);
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Proxy(a) => dockwarden::cli::proxy::main(*a),
         Command::ProxyArgs { file } => {

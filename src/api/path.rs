@@ -51,6 +51,8 @@ impl CanonicalPath {
         Ok(Self(s))
     }
 
+    /// The decoded path, as the daemon's router sees it. It is not a raw request target:
+    /// parsing it again would decode its escapes a second time.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -136,6 +138,20 @@ mod tests {
             Err(PathError::BadEscape)
         );
         assert_eq!(CanonicalPath::parse("/v1.41/x%"), Err(PathError::BadEscape));
+    }
+
+    /// Found by the `router` fuzz target (fuzz/regressions/router/): `%2525` is `%25` once
+    /// decoded, which is what the daemon routes on; a second decoding would make it `%`.
+    #[test]
+    fn decodes_escapes_exactly_once() {
+        let p = CanonicalPath::parse("/images/prune/%2525ii").expect("canonical");
+        assert_eq!(p.as_str(), "/images/prune/%25ii");
+        let versioned = CanonicalPath::parse("/v1.41/images/prune/%2525ii").expect("canonical");
+        assert_eq!(versioned.as_str(), "/v1.41/images/prune/%25ii");
+        assert_eq!(
+            CanonicalPath::parse("/images/%25").map(|p| p.0),
+            Ok("/images/%".into())
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Command implementations behind the thin `main`.
 
 pub mod budget;
+pub mod logging;
 pub mod proxy;
 pub mod rules;
 pub mod secrets;

@@ -69,6 +69,8 @@ pub struct ProxyArgs {
     /// range (for example `100000:65536`).
     #[arg(long, value_name = "START:COUNT", value_parser = parse_id_range)]
     pub hand_back_ids: Option<IdRange>,
+    #[command(flatten)]
+    pub log: super::logging::LogArgs,
 }
 
 /// Reads the arguments the workspace service wrote (`dockwarden proxy-args FILE`): the same
@@ -140,7 +142,7 @@ fn hand_back_owner(uid: u32, gid: u32, hand_back: Option<IdRange>) -> anyhow::Re
 }
 
 pub fn main(a: ProxyArgs) -> anyhow::Result<()> {
-    init_tracing();
+    super::logging::init(a.log.log_format);
     // One thread: the proxy's work per request is small next to the daemon's, and a single
     // scheduler saves the cross-thread wake-ups between the client connection's task and the
     // pooled upstream connection's task, which dominated the profile on the multi-thread
@@ -149,19 +151,6 @@ pub fn main(a: ProxyArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(serve(a))
-}
-
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colour codes only for a terminal: they cost formatting time on every line and make log
-    // files harder to grep.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .try_init();
 }
 
 fn load_policy(path: Option<&Path>) -> anyhow::Result<Policy> {

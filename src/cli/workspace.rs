@@ -69,16 +69,13 @@ pub struct ServeArgs {
     /// workspaces and link-local addresses) or `none` (nothing outside the workspace).
     #[arg(long, default_value = "nat", value_parser = ["nat", "none"])]
     pub egress: String,
+    #[command(flatten)]
+    pub log: super::logging::LogArgs,
 }
 
 /// Runs the workspace service until SIGINT or SIGTERM.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+    super::logging::init(args.log.log_format);
     let socket_mode = u32::from_str_radix(&args.socket_mode, 8)
         .with_context(|| format!("socket mode `{}` is not octal", args.socket_mode))?;
     anyhow::ensure!(

@@ -71,6 +71,7 @@ pub fn args_with(
         // Container users other than root are the workspace's subordinate ids (userns-remap):
         // what they write into binds is handed back like root's (`subid.rs`).
         hand_back_ids: layout.ranges.hand_back_range(),
+        log: crate::cli::logging::LogArgs::default(),
     }
 }
 
