@@ -53,6 +53,7 @@ fn facts_for(queries: &[FactQuery]) -> Facts {
             )),
             FactQuery::ContainerCount => {}
             FactQuery::HostRoutes => f.host_routes = Some(Vec::new()),
+            FactQuery::SwarmState => f.swarm_state = Some("inactive".into()),
         }
     }
     f
