@@ -22,7 +22,8 @@ ARG RUNTIME_IMAGE=debian:bookworm-slim
 
 FROM ${BUILDER_IMAGE} AS build
 WORKDIR /src
-# .dockerignore keeps the context to Cargo.toml, Cargo.lock, src, policy, benches and vendor.
+# .dockerignore keeps the context to Cargo.toml, Cargo.lock, src, crates, policy, benches and
+# vendor.
 COPY . .
 # Vendored crates when the context has them; only the binary, without debug info (the release
 # profile's `debug = 1` is for profiling). target/ is a BuildKit cache mount, so a rebuild after a

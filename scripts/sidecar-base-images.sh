@@ -8,8 +8,8 @@
 #    rustc's linker and the C parts of libsqlite3-sys and zstd-sys, ca-certificates) plus this
 #    machine's Rust toolchain (`rustc --print sysroot`: its cargo, rustc and lib/ under
 #    /usr/local; Debian's rustc 1.63 is too old for edition 2024).
-# 3. The build context: Cargo.toml, Cargo.lock, src, policy and benches, plus `cargo vendor`'s
-#    crates in vendor/ (nothing reaches crates.io from inside a build), in
+# 3. The build context: Cargo.toml, Cargo.lock, src, crates, policy and benches, plus `cargo
+#    vendor`'s crates in vendor/ (nothing reaches crates.io from inside a build), in
 #    target/sidecar-context (gitignored; DW_SIDECAR_CONTEXT overrides it).
 #
 # The mirror is the machine's own Debian source (scripts/debian-source.sh), never a hard-coded
@@ -90,8 +90,8 @@ make_image "$builder_image" "$cache/builder-$suite-$builder_key.tar" \
 
 # The build context: only what the build stage copies, and the vendored crates.
 mkdir -p "$context"
-rsync -a --delete "$top/src" "$top/policy" "$top/benches" "$top/Cargo.toml" "$top/Cargo.lock" \
-  "$context/"
+rsync -a --delete "$top/src" "$top/crates" "$top/policy" "$top/benches" "$top/Cargo.toml" \
+  "$top/Cargo.lock" "$context/"
 stamp=$(sha256sum "$top/Cargo.lock" "$top/Cargo.toml" | sha256sum | cut -c1-16)
 if [ "$(cat "$context.stamp" 2>/dev/null)" != "$stamp" ]; then
   log "cargo vendor into $context/vendor"

@@ -22,6 +22,7 @@ use std::path::Path;
 use nix::errno::Errno;
 use nix::sys::stat::{FileStat, SFlag};
 
+pub use dockwarden_policy::path_clean::clean;
 pub use pins::PinStore;
 
 use crate::policy::facts::HostPathFact;
@@ -69,31 +70,9 @@ pub fn resolve_at(
     }
 }
 
-/// Go's `path.Clean` for absolute paths: lexical, `..` at the root stays at the root.
-pub fn clean(p: &str) -> String {
-    let mut out: Vec<&str> = Vec::new();
-    for seg in p.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                out.pop();
-            }
-            s => out.push(s),
-        }
-    }
-    format!("/{}", out.join("/"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn clean_is_lexical_like_go() {
-        assert_eq!(clean("/ws/../etc"), "/etc");
-        assert_eq!(clean("/../../x//y/."), "/x/y");
-        assert_eq!(clean("/"), "/");
-    }
 
     #[test]
     fn siblings_symlinks_and_escapes_are_not_inside() {

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 /// The embedded default policy (`policy/default.toml`).
-pub const DEFAULT_POLICY: &str = include_str!("../../policy/default.toml");
+pub const DEFAULT_POLICY: &str = include_str!("../../../../policy/default.toml");
 
 /// Why a policy file was refused at start-up.
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +33,7 @@ pub struct Policy {
 }
 
 /// What the daemon behind the proxy holds, which decides whether daemon-wide verbs are the
-/// workspace's to use (`src/policy/profile.rs`).
+/// workspace's to use (`crates/dockwarden-policy/src/policy/profile.rs`).
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum Profile {

@@ -6,7 +6,7 @@
 
 use super::{Changes, Ctx, Mode, fact_missing, mounts};
 use crate::api::json::{Json, Object};
-use crate::hostfs::clean;
+use crate::path_clean::clean;
 use crate::policy::facts::HostPathFact;
 use crate::policy::{Denial, Effect, FactQuery};
 

@@ -8,7 +8,7 @@
 use super::binds::{Source, check_propagation, judge_source};
 use super::{Changes, Ctx, Mode, fact_missing};
 use crate::api::json::{Json, Object};
-use crate::hostfs::clean;
+use crate::path_clean::clean;
 use crate::policy::volume::check_local_options;
 use crate::policy::{Denial, Effect, FactQuery};
 

@@ -73,24 +73,63 @@ fn top_level_fields_move_into_host_config_or_refuse_next_to_it() {
     );
 }
 
-/// Forbidden settings and the rule each must trip (any of them may trip first).
-const FORBIDDEN: &[(&str, &str)] = &[
-    ("Privileged", "true"),
-    ("NetworkMode", r#""host""#),
-    ("PidMode", r#""host""#),
-    ("CapAdd", r#"["SYS_ADMIN"]"#),
-    ("Devices", r#"[{"PathOnHost":"/dev/mem"}]"#),
-    ("SecurityOpt", r#"["seccomp:unconfined"]"#),
-    ("MaskedPaths", "[]"),
-    ("CgroupParent", r#""/""#),
-    ("Runtime", r#""kata""#),
-    ("Binds", r#"["/:/host"]"#),
+/// Forbidden settings, and the rule each must trip (when several are set, any of them may trip
+/// first).
+const FORBIDDEN: &[(&str, &str, &str)] = &[
+    ("Privileged", "true", "container.privileged"),
+    ("NetworkMode", r#""host""#, "container.namespace.host"),
+    ("PidMode", r#""host""#, "container.namespace.host"),
+    ("CapAdd", r#"["SYS_ADMIN"]"#, "container.capabilities"),
+    (
+        "Devices",
+        r#"[{"PathOnHost":"/dev/mem"}]"#,
+        "container.devices",
+    ),
+    (
+        "SecurityOpt",
+        r#"["seccomp:unconfined"]"#,
+        "container.security_opt",
+    ),
+    ("MaskedPaths", "[]", "container.masked_paths"),
+    ("CgroupParent", r#""/""#, "container.cgroup_parent"),
+    ("Runtime", r#""kata""#, "container.runtime"),
+    ("Binds", r#"["/:/host"]"#, "container.bind.outside"),
     (
         "Mounts",
         r#"[{"Type":"bind","Source":"/etc","Target":"/x"}]"#,
+        "container.bind.outside",
     ),
-    ("PortBindings", r#"{"80/tcp":[{"HostIp":"192.0.2.1"}]}"#),
+    (
+        "PortBindings",
+        r#"{"80/tcp":[{"HostIp":"192.0.2.1"}]}"#,
+        "container.ports.host_ip",
+    ),
 ];
+
+/// The facts the forbidden binds and mounts need: their sources are outside the workspace.
+fn outside_facts() -> Facts {
+    let mut facts = Facts::default();
+    for p in ["/", "/etc"] {
+        facts
+            .host_paths
+            .insert(p.into(), crate::policy::facts::HostPathFact::Outside);
+    }
+    facts
+}
+
+#[test]
+fn each_forbidden_setting_alone_trips_its_rule() {
+    for &(key, value, rule) in FORBIDDEN {
+        for body in [
+            format!(r#"{{"Image":"x","{key}":{value}}}"#),
+            format!(r#"{{"Image":"x","HostConfig":{{"{key}":{value}}}}}"#),
+        ] {
+            let d = decide_create(&create(&body), &outside_facts(), &Policy::default_policy())
+                .expect_err(&body);
+            assert_eq!(d.rule, rule, "{body}: {}", d.message);
+        }
+    }
+}
 
 fn recase(key: &str, mask: u64) -> String {
     key.chars()
@@ -114,10 +153,11 @@ proptest! {
         } else {
             format!(r#"{{"Image":"x","hostCONFIG":{{{}}}}}"#, fields.join(","))
         };
-        let mut facts = Facts::default();
-        facts.host_paths.insert("/".into(), crate::policy::facts::HostPathFact::Outside);
-        facts.host_paths.insert("/etc".into(), crate::policy::facts::HostPathFact::Outside);
-        let verdict = decide_create(&create(&body), &facts, &Policy::default_policy());
-        prop_assert!(verdict.is_err(), "allowed: {}", body);
+        let verdict = decide_create(&create(&body), &outside_facts(), &Policy::default_policy());
+        let picked: Vec<&str> = picks.iter().map(|&i| FORBIDDEN[i].2).collect();
+        match verdict {
+            Ok(_) => prop_assert!(false, "allowed: {}", body),
+            Err(d) => prop_assert!(picked.contains(&d.rule), "{} denied by `{}`, not one of {:?}: {}", body, d.rule, picked, d.message),
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! Bind sources go to the daemon as pins. Each absolute bind source beneath the workspace is
 //! replaced by the root-only pin the proxy mounted for it while gathering facts (see
-//! `crate::hostfs::pins`), so the daemon mounts the inode that was checked, whatever the
+//! `dockwarden::hostfs::pins`), so the daemon mounts the inode that was checked, whatever the
 //! workspace path points at later. Pure: the pins arrive in [`Facts::pins`].
 //!
 //! INVARIANT: an allowed create never carries a bind source beneath the workspace that is
@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use super::catalogue::Rule;
 use super::{Denial, Effect, FactQuery, Facts, Permitted, Request};
 use crate::api::json::{Json, Object};
-use crate::hostfs::clean;
+use crate::path_clean::clean;
 
 pub const RULES: &[Rule] = &[
     Rule {

@@ -1,5 +1,5 @@
 //! Facts the policy needs but cannot compute itself: host-path resolutions and daemon
-//! look-ups. The proxy gathers them (see `crate::proxy::facts`) before calling `decide`.
+//! look-ups. The proxy gathers them (see `dockwarden::proxy::facts`) before calling `decide`.
 
 use std::collections::BTreeMap;
 
@@ -111,7 +111,7 @@ pub struct Environment {
     pub pids_budget: Option<u64>,
     /// Where the daemon's BuildKit puts build steps, as read at start-up (`limits::builds`).
     pub builds: BuildPlacement,
-    /// The root-only directory holding this proxy's bind pins (`crate::hostfs::pins`). A
+    /// The root-only directory holding this proxy's bind pins (`dockwarden::hostfs::pins`). A
     /// stored HostConfig of a container made through the proxy names pins from here in place
     /// of workspace paths; empty in tests that do not pin.
     pub pin_dir: String,
@@ -142,7 +142,7 @@ pub struct Facts {
     pub env: std::sync::Arc<Environment>,
     pub host_paths: BTreeMap<String, HostPathFact>,
     /// Cleaned host path → the root-only pin the proxy mounted for it while gathering
-    /// (`crate::hostfs::pins`). A path resolved `Inside` but absent here could not be pinned.
+    /// (`dockwarden::hostfs::pins`). A path resolved `Inside` but absent here could not be pinned.
     pub pins: BTreeMap<String, String>,
     /// `None` means the daemon answered 404 for that reference.
     pub containers: BTreeMap<String, Option<ContainerFact>>,

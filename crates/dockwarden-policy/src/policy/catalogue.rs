@@ -187,9 +187,11 @@ mod tests {
 
     #[test]
     fn rules_md_matches_the_code() {
-        let on_disk =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/policy/RULES.md"))
-                .expect("policy/RULES.md exists");
+        let on_disk = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../policy/RULES.md"
+        ))
+        .expect("policy/RULES.md exists");
         assert_eq!(
             on_disk,
             markdown(),
