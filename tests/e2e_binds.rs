@@ -6,7 +6,7 @@
 mod common;
 mod pins_support;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use pins_support::{PinGuard, mounted as pins_mounted, pins_left};
@@ -65,22 +65,10 @@ fn assert_sees_checked_dir(listing: &str) {
     }
 }
 
-#[track_caller]
-fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while t0.elapsed() < limit {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out waiting until {what}");
-}
-
 /// Removes the container through the proxy and checks its pins are gone (no leaked mounts).
 fn remove_and_check_released(w: &Ws, id: &str) {
     ok(w.p.docker(&["rm", "-f", id]));
-    wait_until("the pins are released", Duration::from_secs(15), || {
+    wait_until(Duration::from_secs(15), "the pins are released", || {
         pins_left(&w.pins) == 0
     });
 }
@@ -202,13 +190,13 @@ fn bind_source_swapped_with_restart_always_and_daemon_restart_still_mounts_the_c
     swap_to_root(&data);
     d.restart();
     wait_until(
-        "the container is running again",
         Duration::from_secs(60),
+        "the container is running again",
         || stdout(&d.cli(&["inspect", "-f", "{{.State.Running}}", &id])) == "true",
     );
     assert_sees_checked_dir(&ok(d.cli(&["exec", &id, "ls", "/d"])));
     ok(p.docker(&["rm", "-f", &id]));
-    wait_until("the pins are released", Duration::from_secs(30), || {
+    wait_until(Duration::from_secs(30), "the pins are released", || {
         pins_left(&pins) == 0
     });
 }
@@ -244,14 +232,14 @@ fn pins_survive_a_proxy_restart_and_orphans_are_released_at_start(e: &Engine) {
         &["--pin-dir", pins.to_str().expect("utf8")],
     );
     wait_until(
-        "the orphaned pin is released",
         Duration::from_secs(15),
+        "the orphaned pin is released",
         || pins_left(&pins) == 2,
     );
     ok(p.docker(&["restart", "-t", "0", &keep]));
     assert_sees_checked_dir(&ok(e.daemon(&["exec", &keep, "ls", "/d"])));
     ok(p.docker(&["rm", "-f", &keep]));
-    wait_until("the pins are released", Duration::from_secs(15), || {
+    wait_until(Duration::from_secs(15), "the pins are released", || {
         pins_left(&pins) == 0
     });
 }
@@ -294,7 +282,7 @@ fn racing_swaps_during_create_never_mount_anything_but_the_checked_dir(e: &Engin
         allowed > 0,
         "no create ran while the directory was in place; the race was not exercised"
     );
-    wait_until("the pins are released", Duration::from_secs(15), || {
+    wait_until(Duration::from_secs(15), "the pins are released", || {
         pins_left(&w.pins) == 0
     });
 }
@@ -353,13 +341,13 @@ fn pins_of_a_proxy_that_is_gone_are_released_by_the_next_proxy(e: &Engine) {
         .expect("tempdir");
     let _second = Proxy::start_in_on(e, other, ws, &["--pin-dir", b.to_str().expect("utf8")]);
     wait_until(
-        "the gone proxy's pin is released",
         Duration::from_secs(15),
+        "the gone proxy's pin is released",
         || pins_left(&a) == 0,
     );
     wait_until(
-        "its directory and lock are removed",
         Duration::from_secs(5),
+        "its directory and lock are removed",
         || !a.exists() && !root.join("pins/a.lock").exists(),
     );
 }

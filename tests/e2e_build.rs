@@ -152,24 +152,14 @@ fn refused_buildkit_build_ends_its_session_tunnel(e: &Engine) {
         }
     }
     // The proxy ended it (the daemon would too, after its own handshake timeout).
-    let t0 = std::time::Instant::now();
-    while !p.log().contains("session ended: its build was refused")
-        && t0.elapsed() < Duration::from_secs(10)
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    poll_until(Duration::from_secs(10), || {
+        p.log().contains("session ended: its build was refused")
+    });
     assert!(
         p.log().contains("session ended: its build was refused"),
         "{}",
         p.log()
     );
-}
-
-fn status(resp: &str) -> u16 {
-    resp.split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
 }
 
 fn rejects_daemon_side_remote_context_and_cgroup_parent(e: &Engine) {

@@ -5,7 +5,7 @@ mod common;
 mod pins_support;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use pins_support::{PinGuard, pins_left};
@@ -84,16 +84,14 @@ fn root_owned(dir: &Path, except: &[&str]) -> Vec<PathBuf> {
         .collect()
 }
 
+/// [`wait_until`] that shows the proxy's log when it times out.
 #[track_caller]
-fn wait_until(w: &Ws, what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while t0.elapsed() < limit {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out waiting until {what}; proxy log:\n{}", w.p.log());
+fn wait_logged(w: &Ws, what: &str, limit: Duration, f: impl FnMut() -> bool) {
+    assert!(
+        poll_until(limit, f),
+        "timed out waiting until {what}; proxy log:\n{}",
+        w.p.log()
+    );
 }
 
 fn uid_of(p: &Path) -> u32 {
@@ -122,7 +120,7 @@ fn root_written_files_links_and_deep_trees_are_handed_back_after_the_container_s
     ok(w.p.docker(&[
         "run", "--name", &name, "-e", &env, "-v", &bind, IMAGE, "sh", "-c", WRITE_ALL,
     ]));
-    wait_until(
+    wait_logged(
         &w,
         "no root-owned entry remains in the bind",
         Duration::from_secs(30),
@@ -150,7 +148,7 @@ fn root_written_files_links_and_deep_trees_are_handed_back_after_the_container_s
         0,
         "nothing outside the workspace changed owner"
     );
-    wait_until(
+    wait_logged(
         &w,
         "a summary line is logged",
         Duration::from_secs(10),
@@ -174,7 +172,7 @@ fn root_written_files_links_and_deep_trees_are_handed_back_after_the_container_s
         "the container wrote root-owned files and they were handed back: {log}"
     );
     ok(w.p.docker(&["rm", &name]));
-    wait_until(&w, "the pins are released", Duration::from_secs(15), || {
+    wait_logged(&w, "the pins are released", Duration::from_secs(15), || {
         pins_left(&w.pins) == 0
     });
 }
@@ -197,7 +195,7 @@ fn hard_link_to_a_root_file_outside_the_bind_is_never_chowned(e: &Engine) {
         "-c",
         "echo x > /d/written && ln /d/planted /d/planted2",
     ]));
-    wait_until(
+    wait_logged(
         &w,
         "the container's own file is handed back",
         Duration::from_secs(30),
@@ -210,7 +208,7 @@ fn hard_link_to_a_root_file_outside_the_bind_is_never_chowned(e: &Engine) {
     );
     assert_eq!(uid_of(&w.data.join("planted")), 0);
     ok(w.p.docker(&["rm", &name]));
-    wait_until(&w, "the pins are released", Duration::from_secs(15), || {
+    wait_logged(&w, "the pins are released", Duration::from_secs(15), || {
         pins_left(&w.pins) == 0
     });
 }
@@ -228,7 +226,7 @@ fn chown_waits_until_every_container_using_the_bind_has_stopped(e: &Engine) {
         "-c",
         "touch /d/from-a && sleep 300",
     ]));
-    wait_until(
+    wait_logged(
         &w,
         "the first container wrote",
         Duration::from_secs(20),
@@ -257,14 +255,14 @@ fn chown_waits_until_every_container_using_the_bind_has_stopped(e: &Engine) {
         "no chown while another container still uses the bind"
     );
     ok(w.p.docker(&["kill", &a]));
-    wait_until(
+    wait_logged(
         &w,
         "both files are handed back",
         Duration::from_secs(30),
         || uid_of(&w.data.join("from-a")) == UID && uid_of(&w.data.join("from-b")) == UID,
     );
     ok(w.p.docker(&["rm", "-f", &a, &b]));
-    wait_until(&w, "the pins are released", Duration::from_secs(15), || {
+    wait_logged(&w, "the pins are released", Duration::from_secs(15), || {
         pins_left(&w.pins) == 0
     });
 }
@@ -298,13 +296,13 @@ fn a_container_restarted_by_its_restart_policy_is_not_treated_as_stopped(e: &Eng
         "`die` before a policy restart must not hand files back: {written:?}"
     );
     ok(w.p.docker(&["rm", "-f", &id]));
-    wait_until(
+    wait_logged(
         &w,
         "everything is handed back after removal",
         Duration::from_secs(30),
         || root_owned(&w.data, &[]).is_empty(),
     );
-    wait_until(&w, "the pins are released", Duration::from_secs(15), || {
+    wait_logged(&w, "the pins are released", Duration::from_secs(15), || {
         pins_left(&w.pins) == 0
     });
 }

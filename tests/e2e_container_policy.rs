@@ -10,22 +10,7 @@ use serde_json::Value;
 
 /// Raw `POST` with a JSON body; returns (status, response body).
 fn post(p: &Proxy, path: &str, body: &str) -> (u16, String) {
-    let req = format!(
-        "POST {path} HTTP/1.1\r\nHost: docker\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let resp = p.raw(req.as_bytes());
-    let status = resp
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (
-        status,
-        resp.split_once("\r\n\r\n")
-            .map(|x| x.1.to_owned())
-            .unwrap_or_default(),
-    )
+    request(&p.socket, "POST", path, Some(body))
 }
 
 /// Removes the named containers when dropped, even if the test panics.

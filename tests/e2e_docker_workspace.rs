@@ -9,14 +9,17 @@
 //! engine the private daemons must report.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod workspace_support;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use workspace_support::{Svc, wait_until};
+use common::wait_until;
+use workspace_support::Svc;
 
 fn dockerd() -> String {
     std::env::var("DOCKWARDEN_TEST_DOCKERD").unwrap_or_else(|_| "/usr/sbin/dockerd".into())
@@ -189,7 +192,7 @@ impl Drop for Env {
         {
             for w in list.as_array().cloned().unwrap_or_default() {
                 let id = w["id"].as_str().unwrap_or_default().to_string();
-                let _ = workspace_support::http(
+                let _ = common::http(
                     &self.svc.socket,
                     "DELETE",
                     &format!("/v1/workspaces/{id}"),
@@ -437,7 +440,7 @@ fn compose_workspace_lifecycle_end_to_end() {
     // The proxy runs the private-daemon profile: prune is the workspace's own business.
     env.ok("dc", "docker container prune -f && docker image prune -f");
     let wrote = env.svc.worktree("dc").join("out/root-wrote.txt");
-    wait_until(60, "chown-back of root-written bind files", || {
+    wait_until(Duration::from_secs(60), "chown-back of root-written bind files", || {
         std::fs::metadata(&wrote).is_ok_and(|m| m.uid() as u64 == uid)
     });
 
@@ -744,7 +747,7 @@ fn after_kill_9_of_the_service_no_daemon_proxy_or_namespace_leaks() {
         .status()
         .unwrap();
     assert!(st.success());
-    wait_until(10, "the deleted workspace's dockerd to die", || {
+    wait_until(Duration::from_secs(10), "the deleted workspace's dockerd to die", || {
         !alive(gone_daemon.trim())
     });
     assert!(alive(&gone_pid), "its container runs on without the daemon");
@@ -925,7 +928,7 @@ fn archive_and_run_scripts_use_the_workspace_daemon_and_archive_precedes_the_sna
     let docker_host = ws["docker_host"].as_str().unwrap().to_string();
     let wt = env.svc.worktree("ar");
     let ran = wt.join("run-docker-host.txt");
-    wait_until(60, "the run script's output", || {
+    wait_until(Duration::from_secs(60), "the run script's output", || {
         std::fs::read_to_string(&ran).is_ok_and(|t| !t.is_empty())
     });
     assert_eq!(

@@ -5,8 +5,8 @@
 mod common;
 mod escapes_support;
 
-use common::{IMAGE, unique};
-use escapes_support::{Cleanup, engines, request};
+use common::{IMAGE, engines_or_skip, unique};
+use escapes_support::{Cleanup, request};
 
 /// `{"Image":…, "NetworkMode":"<id of host>"}` with no `HostConfig`, or with `"HostConfig":
 /// null`: engines before 27 read the top-level field and join the host network object. A
@@ -14,9 +14,9 @@ use escapes_support::{Cleanup, engines, request};
 /// bridge named at the top level still works.
 #[test]
 fn top_level_network_mode_naming_the_host_network_or_a_foreign_bridge_is_refused() {
-    for e in engines() {
+    for e in engines_or_skip() {
         let p = e.proxy(&[]);
-        let mut c = Cleanup::new(e);
+        let mut c = Cleanup::new(&e);
         let host_id = e.ok(&["network", "inspect", "-f", "{{.Id}}", "host"]);
         let lanbr = unique("lanbr");
         e.ok(&[
@@ -160,13 +160,13 @@ fn reaching_requests(id: &str, exec: &str) -> Vec<(&'static str, String)> {
 }
 
 /// Creates an exec instance straight on the daemon; returns its ID.
-fn daemon_exec(e: &escapes_support::Engine, id: &str) -> String {
+fn daemon_exec(e: &common::Engine, id: &str) -> String {
     let body = r#"{"Cmd":["true"]}"#;
     let req = format!(
         "POST /v1.41/containers/{id}/exec HTTP/1.1\r\nHost: docker\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    let resp = common::raw(std::path::Path::new(e.socket), req.as_bytes());
+    let resp = common::raw(&e.socket, req.as_bytes());
     let json = resp.split_once("\r\n\r\n").map(|x| x.1).unwrap_or_default();
     let start = json.find('{').unwrap_or(0);
     let v: serde_json::Value =
@@ -183,9 +183,9 @@ fn daemon_exec(e: &escapes_support::Engine, id: &str) -> String {
 /// The host file behind its bind is never read or written.
 #[test]
 fn exec_attach_and_archives_into_a_host_namespace_container_made_on_the_daemon_are_refused() {
-    for e in engines() {
+    for e in engines_or_skip() {
         let p = e.proxy(&[]);
-        let mut c = Cleanup::new(e);
+        let mut c = Cleanup::new(&e);
         let host = tempfile::tempdir().expect("host dir");
         std::fs::write(host.path().join("secret"), b"host secret").expect("secret");
         let name = unique("foreign");
@@ -211,12 +211,12 @@ fn exec_attach_and_archives_into_a_host_namespace_container_made_on_the_daemon_a
         let exec = daemon_exec(&e, &name);
         for (what, req) in reaching_requests(&name, &exec) {
             let resp = if what.starts_with("attach") {
-                escapes_support::head(&p.socket, req.as_bytes())
+                common::head(&p.socket, req.as_bytes())
             } else {
                 p.raw(req.as_bytes())
             };
             assert_eq!(
-                escapes_support::status(&resp),
+                common::status(&resp),
                 403,
                 "engine {}: {what}: {resp}",
                 e.name
@@ -255,7 +255,7 @@ fn exec_attach_and_archives_into_a_host_namespace_container_made_on_the_daemon_a
         );
         assert!(e.exists(&name), "engine {}: renamed", e.name);
         assert!(
-            !e.cli(&["image", "inspect", "dwt-stolen"]).status.success(),
+            !e.daemon(&["image", "inspect", "dwt-stolen"]).status.success(),
             "engine {}: committed",
             e.name
         );
@@ -269,9 +269,9 @@ fn exec_attach_and_archives_into_a_host_namespace_container_made_on_the_daemon_a
 /// A container made through the proxy keeps working for every one of those verbs.
 #[test]
 fn exec_attach_archives_export_commit_update_and_rename_work_on_the_proxys_own_container() {
-    for e in engines() {
+    for e in engines_or_skip() {
         let p = e.proxy(&[]);
-        let mut c = Cleanup::new(e);
+        let mut c = Cleanup::new(&e);
         let name = unique("own");
         c.containers.push(name.clone());
         c.containers.push(format!("{name}-mine"));
@@ -307,11 +307,11 @@ fn exec_attach_archives_export_commit_update_and_rename_work_on_the_proxys_own_c
         for (what, req) in reaching_requests(&name, &exec) {
             let req = req.replace("dwt-stolen", &tag.replace(':', "&tag="));
             let resp = if what.starts_with("attach") {
-                escapes_support::head(&p.socket, req.as_bytes())
+                common::head(&p.socket, req.as_bytes())
             } else {
                 p.raw(req.as_bytes())
             };
-            let s = escapes_support::status(&resp);
+            let s = common::status(&resp);
             let want: &[u16] = match what {
                 "attach" | "attach/ws" => &[101],
                 "exec create" | "commit" => &[201],
@@ -330,7 +330,7 @@ fn exec_attach_archives_export_commit_update_and_rename_work_on_the_proxys_own_c
                 e.name
             );
         }
-        let _ = e.cli(&["rmi", &tag]);
+        let _ = e.daemon(&["rmi", &tag]);
         assert!(
             e.exists(&format!("{name}-mine")),
             "engine {}: rename did not happen",
@@ -379,14 +379,10 @@ fn handed_back(path: &std::path::Path) -> (u32, u32) {
             .map(|m| (m.uid(), m.mode() & 0o7777))
             .unwrap_or((u32::MAX, 0))
     };
-    let t0 = std::time::Instant::now();
-    while t0.elapsed() < std::time::Duration::from_secs(30) {
+    common::poll_until(std::time::Duration::from_secs(30), || {
         let (uid, mode) = read();
-        if uid == OWNER && mode & 0o6000 == 0 {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+        uid == OWNER && mode & 0o6000 == 0
+    });
     read()
 }
 
@@ -398,9 +394,9 @@ fn handed_back(path: &std::path::Path) -> (u32, u32) {
 #[test]
 fn setuid_root_file_put_by_archive_into_a_never_started_container_is_handed_back() {
     let tar = setuid_tar();
-    for e in engines() {
+    for e in engines_or_skip() {
         let p = e.proxy_owned(Some(OWNER), &[]);
-        let mut c = Cleanup::new(e);
+        let mut c = Cleanup::new(&e);
         let name = unique("suidput");
         c.containers.push(name.clone());
         let bind = format!("{}:/data", p.workspace.join("data").display());
@@ -413,7 +409,7 @@ fn setuid_root_file_put_by_archive_into_a_never_started_container_is_handed_back
         req.extend_from_slice(&tar);
         let resp = p.raw(&req);
         assert_eq!(
-            escapes_support::status(&resp),
+            common::status(&resp),
             200,
             "engine {}: {resp}",
             e.name
@@ -467,9 +463,9 @@ fn mount_options(pid: u64, target: &str) -> String {
 /// 1.1.5 under Engine 20.10, drops the two flags; measured and reported, see docs/binds.md.)
 #[test]
 fn pinned_binds_are_nosuid_and_nodev_inside_the_container() {
-    for e in engines() {
+    for e in engines_or_skip() {
         let p = e.proxy(&[]);
-        let mut c = Cleanup::new(e);
+        let mut c = Cleanup::new(&e);
         std::fs::create_dir_all(p.workspace.join("ro")).expect("mkdir");
         let name = unique("nosuid");
         c.containers.push(name.clone());
@@ -520,9 +516,9 @@ fn pinned_binds_are_nosuid_and_nodev_inside_the_container() {
 /// a plain volume can still be used.
 #[test]
 fn volumes_from_a_container_whose_named_volume_binds_a_host_dir_is_refused() {
-    for e in engines() {
+    for e in engines_or_skip() {
         let p = e.proxy(&[]);
-        let mut c = Cleanup::new(e);
+        let mut c = Cleanup::new(&e);
         let host = tempfile::tempdir().expect("host dir");
         std::fs::write(host.path().join("secret"), b"host secret").expect("secret");
         let (vol, plain, target, clean, joiner) = (
@@ -601,7 +597,7 @@ fn volumes_from_a_container_whose_named_volume_binds_a_host_dir_is_refused() {
         ]));
         drop(c);
         for v in [&vol, &plain] {
-            let _ = e.cli(&["volume", "rm", v]);
+            let _ = e.daemon(&["volume", "rm", v]);
         }
         eprintln!(
             "engine {}: --volumes-from bringing in a host-bind volume refused, a plain volume allowed",
@@ -627,9 +623,9 @@ fn exec_by_name(p: &common::Proxy, name: &str) -> (u16, String) {
 /// invalidate the cached name.
 #[test]
 fn foreign_container_renamed_to_a_cached_name_is_refused_for_exec() {
-    for e in engines() {
+    for e in engines_or_skip() {
         let p = e.proxy(&[]);
-        let mut c = Cleanup::new(e);
+        let mut c = Cleanup::new(&e);
         let name = unique("cached");
         let away = format!("{name}-away");
         let foreign = unique("swapin");
@@ -698,7 +694,7 @@ fn foreign_container_renamed_to_a_cached_name_is_refused_for_exec() {
         e.ok(&["rename", &away, &name]);
         let (st, body) = exec_by_name(&p, &name);
         assert_eq!(st, 201, "engine {}: {body}", e.name);
-        let sock = std::path::Path::new(e.socket);
+        let sock = &e.socket;
         for (from, to) in [(&name, &away), (&foreign, &name)] {
             let r = common::raw(
                 sock,
@@ -706,7 +702,7 @@ fn foreign_container_renamed_to_a_cached_name_is_refused_for_exec() {
                     .as_bytes(),
             );
             assert_eq!(
-                escapes_support::status(&r),
+                common::status(&r),
                 204,
                 "engine {}: rename {from}: {r}",
                 e.name

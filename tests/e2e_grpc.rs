@@ -1056,101 +1056,6 @@ fn run_step_budget_holds_over_grpc_on(e: &Engine) {
     }
 }
 
-/// A private Engine 20.10 dockerd (own data root, exec root, socket and network namespace)
-/// started with `--cgroup-parent`, for the daemon-side half of the build budget.
-struct CgroupParentDaemon {
-    child: std::process::Child,
-    dir: PathBuf,
-}
-
-impl CgroupParentDaemon {
-    /// A throw-away daemon of the engine whose `dockerd` is at `dockerd` (its own directory's
-    /// `../bin` first on PATH, for the 26.1 layout in `/opt/docker26`).
-    fn start(tag: &str, cgroup_parent: &str, dockerd: &str) -> Option<CgroupParentDaemon> {
-        if !Path::new(dockerd).exists() {
-            let reason = format!("no dockerd at {dockerd}");
-            assert!(
-                !engines_required(),
-                "{reason}, but DW_ENGINES_REQUIRED is set"
-            );
-            println!("skipped: {reason}");
-            return None;
-        }
-        let sbin = Path::new(dockerd).parent().expect("dockerd directory");
-        let bin = sbin.parent().expect("prefix").join("bin");
-        let path = format!(
-            "{}:{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            sbin.display(),
-            bin.display()
-        );
-        let dir = PathBuf::from(format!("/tmp/dwpd-{tag}"));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let log = std::fs::File::create(dir.join("dockerd.log")).expect("log");
-        // Its own configuration (the flag below sets the cgroup parent; dockerd refuses a key
-        // set both ways, and the machine's /etc/docker/daemon.json sets it).
-        std::fs::write(dir.join("daemon.json"), "{}").expect("daemon.json");
-        let child = Command::new("unshare")
-            .env("PATH", path)
-            .args(["--net", dockerd, "--config-file"])
-            .arg(dir.join("daemon.json"))
-            .arg("--host")
-            .arg(format!("unix://{}", dir.join("d.sock").display()))
-            .arg("--data-root")
-            .arg(dir.join("root"))
-            .arg("--exec-root")
-            .arg(dir.join("exec"))
-            .arg("--pidfile")
-            .arg(dir.join("dockerd.pid"))
-            .arg("--cgroup-parent")
-            .arg(cgroup_parent)
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("dockerd");
-        let d = CgroupParentDaemon { child, dir };
-        let host = d.host();
-        for _ in 0..300 {
-            if Command::new("/usr/bin/docker")
-                .env("DOCKER_HOST", &host)
-                .arg("version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-            {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        let st = Command::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/fixtures/make-test-image.sh"
-        ))
-        .env("DOCKER_HOST", &host)
-        .status()
-        .expect("image");
-        assert!(st.success(), "importing the test image");
-        Some(d)
-    }
-
-    fn socket(&self) -> String {
-        self.dir.join("d.sock").display().to_string()
-    }
-
-    fn host(&self) -> String {
-        format!("unix://{}", self.socket())
-    }
-}
-
-impl Drop for CgroupParentDaemon {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 per_engine!(
     host_network_run_step_is_refused_over_grpc,
     insecure_entitlement_is_refused_over_grpc,
@@ -1166,17 +1071,17 @@ per_engine!(
 
 #[test]
 fn run_step_budget_holds_on_engine_20_10_with_the_daemon_cgroup_parent() {
-    run_step_budget_holds_with_the_daemon_cgroup_parent("20.10", "/usr/sbin/dockerd");
+    run_step_budget_holds_with_the_daemon_cgroup_parent("20.10");
 }
 
 #[test]
 fn run_step_budget_holds_on_engine_26_1_with_the_daemon_cgroup_parent() {
-    run_step_budget_holds_with_the_daemon_cgroup_parent("26.1", "/opt/docker26/usr/sbin/dockerd");
+    run_step_budget_holds_with_the_daemon_cgroup_parent("26.1");
 }
 
 /// Both BuildKit paths (`/grpc` from buildx, `/build?version=2` from the 20.10 CLI) on a private
 /// daemon of the engine started with `--cgroup-parent` set to the budget's parent.
-fn run_step_budget_holds_with_the_daemon_cgroup_parent(engine: &'static str, dockerd: &str) {
+fn run_step_budget_holds_with_the_daemon_cgroup_parent(engine: &'static str) {
     let Some(cli) = buildx() else { return };
     let Some(cli2010) = cli2010() else {
         assert!(
@@ -1193,17 +1098,25 @@ fn run_step_budget_holds_with_the_daemon_cgroup_parent(engine: &'static str, doc
         engine.replace('.', "_")
     );
     let _cg = CgroupCleanup(name.clone());
-    let Some(d) = CgroupParentDaemon::start(&tag, &format!("/{name}"), dockerd) else {
+    let Some(base) = installed(engine) else {
         return;
     };
-    let sock = d.socket();
+    let d = PrivateDaemon::start_with(
+        &base,
+        &tag,
+        DaemonOptions {
+            cgroup_parent: Some(format!("/{name}")),
+            remove_dir: true,
+            ..DaemonOptions::default()
+        },
+    );
     let e = Engine {
         name: if engine == "26.1" {
             "26.1 (private)"
         } else {
             "20.10 (private)"
         },
-        socket: PathBuf::from(sock),
+        socket: d.socket.clone(),
         netns: None,
         prefix: None,
     };

@@ -8,8 +8,7 @@ mod escapes_support;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{IMAGE, run_with_timeout, unique};
-use escapes_support::{Engine, engines};
+use common::{Engine, IMAGE, engines_or_skip, run_with_timeout, unique};
 
 const PINS: &str = "/run/dockwarden/pins/";
 
@@ -35,12 +34,12 @@ fn docker_py(e: &Engine, p: &common::Proxy, path: &str, name: &str) -> serde_jso
 /// `HostConfig.Mounts[].Source` and the container list all show the workspace path.
 #[test]
 fn docker_py_reads_back_the_bind_source_it_asked_for() {
-    for e in engines() {
+    for e in engines_or_skip() {
         let p = e.proxy(&[]);
         let path = p.workspace.join("data").display().to_string();
         let name = unique("pysrc");
         let _c = escapes_support::Cleanup {
-            engine: e,
+            engine: e.clone(),
             containers: vec![name.clone()],
             networks: Vec::new(),
         };
@@ -80,12 +79,12 @@ fn docker_py_reads_back_the_bind_source_it_asked_for() {
 /// With `--show-pins` the answers carry the pin, which is what the daemon really mounts.
 #[test]
 fn show_pins_keeps_the_pin_paths_for_reviewers() {
-    for e in engines() {
+    for e in engines_or_skip() {
         let p = e.proxy(&["--show-pins"]);
         let path = p.workspace.join("data").display().to_string();
         let name = unique("showpins");
         let _c = escapes_support::Cleanup {
-            engine: e,
+            engine: e.clone(),
             containers: vec![name.clone()],
             networks: Vec::new(),
         };

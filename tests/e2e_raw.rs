@@ -9,22 +9,9 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-fn status_and_body(resp: &str) -> (u16, serde_json::Value) {
-    let status = resp
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = resp.split("\r\n\r\n").nth(1).unwrap_or("");
-    (
-        status,
-        serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
-    )
-}
-
 fn unknown_endpoint_gets_403_with_a_json_message_naming_the_rule(e: &Engine) {
     let p = Proxy::start_on(e, &[]);
-    let (status, body) = status_and_body(&p.raw(b"GET /v1.41/nope HTTP/1.1\r\nHost: x\r\n\r\n"));
+    let (status, body) = status_and_json(&p.raw(b"GET /v1.41/nope HTTP/1.1\r\nHost: x\r\n\r\n"));
     assert_eq!(status, 403);
     let msg = body["message"].as_str().expect("message");
     assert!(msg.contains("route.unknown"), "{msg}");
@@ -40,7 +27,7 @@ fn content_length_with_transfer_encoding_gets_400_and_never_reaches_the_daemon(e
         body.len(),
         body.len()
     );
-    let (status, _) = status_and_body(&p.raw(req.as_bytes()));
+    let (status, _) = status_and_json(&p.raw(req.as_bytes()));
     assert_eq!(status, 400);
     assert!(
         !e.daemon(&["inspect", &name]).status.success(),
@@ -50,7 +37,7 @@ fn content_length_with_transfer_encoding_gets_400_and_never_reaches_the_daemon(e
 
 fn repeated_content_length_gets_400(e: &Engine) {
     let p = Proxy::start_on(e, &[]);
-    let (status, body) = status_and_body(&p.raw(b"POST /v1.41/containers/create HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}"));
+    let (status, body) = status_and_json(&p.raw(b"POST /v1.41/containers/create HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}"));
     assert_eq!(status, 400);
     assert!(
         body["message"]
@@ -70,7 +57,7 @@ fn oversized_json_body_gets_413(e: &Engine) {
         "POST /v1.41/containers/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{big}",
         big.len()
     );
-    let (status, body) = status_and_body(&p.raw(req.as_bytes()));
+    let (status, body) = status_and_json(&p.raw(req.as_bytes()));
     assert_eq!(status, 413);
     assert!(body["message"].as_str().unwrap_or("").contains("limit"));
 }
@@ -85,7 +72,7 @@ fn malformed_json_gets_400_and_duplicate_keys_are_refused(e: &Engine) {
             "POST /v1.41/containers/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         );
-        let (status, json) = status_and_body(&p.raw(req.as_bytes()));
+        let (status, json) = status_and_json(&p.raw(req.as_bytes()));
         assert_eq!(status, 400, "{body}");
         assert!(
             json["message"]
@@ -103,7 +90,7 @@ fn encoded_slash_and_unclean_paths_are_refused(e: &Engine) {
         "//v1.41/containers/json",
         "/v1.41/x/../containers/json",
     ] {
-        let (status, json) = status_and_body(&p.raw(
+        let (status, json) = status_and_json(&p.raw(
             format!("POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").as_bytes(),
         ));
         assert_eq!(status, 403, "{path}");
@@ -133,7 +120,7 @@ fn form_encoded_bodies_are_refused_where_parameters_matter(e: &Engine) {
         "POST /v1.41/build HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
-    let (status, json) = status_and_body(&p.raw(req.as_bytes()));
+    let (status, json) = status_and_json(&p.raw(req.as_bytes()));
     assert_eq!(status, 403);
     assert!(
         json["message"]
@@ -210,7 +197,7 @@ fn unreachable_daemon_gives_502_saying_so() {
     // The shared cgroup budget needs the daemon's `/info` at start-up (surface issue).
     let p =
         Proxy::start_with_upstream(dir, ws, "/nonexistent/docker.sock", &["--no-cgroup-budget"]);
-    let (status, json) = status_and_body(&p.raw(b"GET /v1.41/info HTTP/1.1\r\nHost: x\r\n\r\n"));
+    let (status, json) = status_and_json(&p.raw(b"GET /v1.41/info HTTP/1.1\r\nHost: x\r\n\r\n"));
     assert_eq!(status, 502);
     assert!(
         json["message"]
@@ -286,7 +273,7 @@ fn api_versions_below_the_floor_are_refused_before_legacy_decode_paths(e: &Engin
         "POST /v1.23/containers/x/start HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
-    let (status, json) = status_and_body(&p.raw(req.as_bytes()));
+    let (status, json) = status_and_json(&p.raw(req.as_bytes()));
     assert_eq!(status, 403);
     assert!(
         json["message"]
@@ -295,7 +282,7 @@ fn api_versions_below_the_floor_are_refused_before_legacy_decode_paths(e: &Engin
             .contains("api.version")
     );
     // `1.9` is numerically below 1.24 although it sorts above it as text.
-    let (status, _) = status_and_body(&p.raw(b"GET /v1.9/info HTTP/1.1\r\nHost: x\r\n\r\n"));
+    let (status, _) = status_and_json(&p.raw(b"GET /v1.9/info HTTP/1.1\r\nHost: x\r\n\r\n"));
     assert_eq!(status, 403);
 }
 
@@ -374,13 +361,13 @@ fn hijack_without_upgrade_is_refused_but_detached_exec_works(e: &Engine) {
     let p = Proxy::start_on(e, &[]);
     let name = unique("noupg");
     ok(p.docker(&["run", "-d", "--name", &name, IMAGE, "sleep", "300"]));
-    let (status, json) = status_and_body(&p.raw(format!("POST /v1.41/containers/{name}/attach?stream=1&stdout=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").as_bytes()));
+    let (status, json) = status_and_json(&p.raw(format!("POST /v1.41/containers/{name}/attach?stream=1&stdout=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").as_bytes()));
     assert_eq!(status, 400);
     assert!(json["message"].as_str().unwrap_or("").contains("Upgrade"));
     // A detached exec start never hijacks, so it needs no Upgrade header.
     let create = r#"{"Cmd":["touch","/tmp/detached-ran"]}"#;
     let resp = p.raw(format!("POST /v1.41/containers/{name}/exec HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{create}", create.len()).as_bytes());
-    let (status, json) = status_and_body(&resp);
+    let (status, json) = status_and_json(&resp);
     assert_eq!(status, 201, "{resp}");
     let id = json["Id"].as_str().expect("exec id").to_owned();
     let start = r#"{"Detach":true}"#;

@@ -5,13 +5,6 @@
 mod common;
 use common::*;
 
-fn status(resp: &str) -> u16 {
-    resp.split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
-}
-
 fn post_json(p: &Proxy, path: &str, body: &str) -> String {
     p.raw(
         format!("POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len())

@@ -11,22 +11,6 @@ use serde_json::Value;
 
 const PY: &str = "/usr/bin/python3";
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/transparency.py");
-const ENGINE26: &str = "/run/docker26/docker.sock";
-
-/// The two engines of the machine: (name, socket).
-fn engines() -> Vec<(&'static str, &'static str)> {
-    let mut v = vec![("20.10", common::DAEMON)];
-    if Path::new(ENGINE26).exists() {
-        v.push(("26.1", ENGINE26));
-    } else {
-        assert!(
-            !common::engine_required("26.1"),
-            "Engine 26.1 is required (DW_ENGINES_REQUIRED) but {ENGINE26} does not exist"
-        );
-        eprintln!("skipped: Engine 26.1: {ENGINE26} does not exist");
-    }
-    v
-}
 
 fn have_docker_py() -> bool {
     let ok = Command::new(PY)
@@ -98,7 +82,8 @@ fn leave_swarm_force_returns_as_it_does_direct_on_both_engines() {
     if !have_docker_py() {
         return;
     }
-    for (name, sock) in engines() {
+    for e in common::engines_or_skip() {
+        let (name, sock) = (e.name, e.socket.to_str().expect("a UTF-8 socket path"));
         let p = proxy(sock, &[]);
         let direct = py(&format!("unix://{sock}"), &["leave"]);
         let through = py(&p.docker_host(), &["leave"]);
@@ -143,15 +128,15 @@ fn network_created_without_subnet_is_joinable_when_the_daemon_is_in_another_netn
     if !have_docker_py() {
         return;
     }
-    if !Path::new(ENGINE26).exists() || !Path::new("/run/netns/docker26").exists() {
+    let Some(e26) = common::engine("26.1").filter(|e| e.netns.is_some()) else {
         assert!(
             !common::engine_required("26.1"),
-            "Engine 26.1 is required (DW_ENGINES_REQUIRED) but is not running in /run/netns/docker26"
+            "Engine 26.1 is required (DW_ENGINES_REQUIRED) but is not running in its own network namespace"
         );
-        eprintln!("skipped: the 26.1 engine in /run/netns/docker26 is not running");
+        eprintln!("skipped: Engine 26.1 in its own network namespace is not running");
         return;
-    }
-    let p = proxy(ENGINE26, &[]);
+    };
+    let p = proxy(e26.socket.to_str().expect("a UTF-8 socket path"), &[]);
     let host = p.docker_host();
     let net = unique("netns");
     let created = py(&host, &["network-create", &net]);
@@ -265,7 +250,8 @@ common::per_engine!(prune_containers_and_images_work_only_under_the_private_daem
 
 #[test]
 fn compose_style_namespaced_sysctls_run_and_host_namespace_ones_are_refused() {
-    for (name, sock) in engines() {
+    for e in common::engines_or_skip() {
+        let (name, sock) = (e.name, e.socket.to_str().expect("a UTF-8 socket path"));
         let p = proxy(sock, &[]);
         let o = p.docker(&[
             "run",

@@ -6,6 +6,7 @@
 //! repository runs, as root or as anyone.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod workspace_support;
 
 use std::fs;

@@ -137,13 +137,34 @@ proptest! {
         let bare = format!("/{}{}", segs.join("/"), if trailing { "/" } else { "" });
         let Ok(p) = CanonicalPath::parse(&bare) else { return Ok(()) };
         let r = classify(method, &p);
-        prop_assert_eq!(&classify(method, &p), &r, "classification is stable");
+        // Docker names each router by the path's first segment: under any other, nothing is known
+        // (but `OPTIONS`, which its CORS preflight route answers on every path).
+        if method != "OPTIONS" && !ROUTER_ROOTS.contains(&segs[0]) {
+            prop_assert_eq!(&r.endpoint, &Endpoint::Unknown, "{} {} has no router", method, bare);
+        }
         let vp = CanonicalPath::parse(&format!("/v1.41{bare}")).expect("a clean path stays clean");
         let vr = classify(method, &vp);
         prop_assert_eq!(&vr.endpoint, &r.endpoint, "{} vs /v1.41{}", bare, bare);
         if vr.endpoint != Endpoint::Unknown {
             prop_assert_eq!(vr.version, ApiVersion::parse("1.41"));
         }
+    }
+
+    #[test]
+    fn known_routes_classify_as_dockers_router_routes_them(
+        (method, template, expected) in prop::sample::select(KNOWN_ROUTES),
+        id in prop::sample::select(SEGMENTS),
+        versioned in any::<bool>(),
+    ) {
+        let bare = template.replace("{id}", id);
+        let path = if versioned { format!("/v1.41{bare}") } else { bare.clone() };
+        let p = CanonicalPath::parse(&path).expect("a clean path");
+        let r = classify(method, &p);
+        prop_assert_eq!(&r.endpoint, &expected(id.to_owned()), "{} {}", method, path);
+        prop_assert_eq!(r.version, versioned.then(|| ApiVersion::parse("1.41")).flatten(), "{} {}", method, path);
+        // The same path under a method its route does not take is another endpoint.
+        let other = if method == "GET" { "PUT" } else { "GET" };
+        prop_assert_ne!(&classify(other, &p).endpoint, &expected(id.to_owned()), "{} {}", other, path);
     }
 
     #[test]
@@ -238,6 +259,60 @@ const SEGMENTS: &[&str] = &[
     "distribution",
     "tag",
     "events",
+];
+
+/// The first segments of the paths Docker's routers serve, among [`SEGMENTS`].
+const ROUTER_ROOTS: &[&str] = &[
+    "containers",
+    "exec",
+    "images",
+    "networks",
+    "volumes",
+    "plugins",
+    "_ping",
+    "info",
+    "build",
+    "swarm",
+    "services",
+    "grpc",
+    "session",
+    "distribution",
+    "events",
+    "debug",
+];
+
+/// Routes as Docker's router (`api/server/router/*/…go`) defines them, written out by hand as
+/// the reference for `classify`: method, path with `{id}` for one segment, and the endpoint.
+type Expect = fn(String) -> Endpoint;
+const KNOWN_ROUTES: &[(&str, &str, Expect)] = &[
+    ("GET", "/_ping", |_| Endpoint::Ping),
+    ("HEAD", "/_ping", |_| Endpoint::PingHead),
+    ("GET", "/info", |_| Endpoint::Info),
+    ("GET", "/events", |_| Endpoint::Events),
+    ("GET", "/containers/json", |_| Endpoint::ContainerList),
+    ("POST", "/containers/create", |_| Endpoint::ContainerCreate),
+    ("POST", "/containers/prune", |_| Endpoint::ContainerPrune),
+    ("GET", "/containers/{id}/json", Endpoint::ContainerInspect),
+    ("GET", "/containers/{id}/logs", Endpoint::ContainerLogs),
+    ("GET", "/containers/{id}/attach/ws", Endpoint::ContainerAttachWs),
+    ("POST", "/containers/{id}/start", Endpoint::ContainerStart),
+    ("POST", "/containers/{id}/stop", Endpoint::ContainerStop),
+    ("POST", "/containers/{id}/kill", Endpoint::ContainerKill),
+    ("POST", "/containers/{id}/attach", Endpoint::ContainerAttach),
+    ("POST", "/containers/{id}/exec", Endpoint::ExecCreate),
+    ("POST", "/containers/{id}/update", Endpoint::ContainerUpdate),
+    ("GET", "/exec/{id}/json", Endpoint::ExecInspect),
+    ("POST", "/exec/{id}/start", Endpoint::ExecStart),
+    ("GET", "/images/json", |_| Endpoint::ImageList),
+    ("POST", "/images/{id}/tag", Endpoint::ImageTag),
+    ("GET", "/networks", |_| Endpoint::NetworkList),
+    ("POST", "/networks/{id}/connect", Endpoint::NetworkConnect),
+    ("GET", "/volumes", |_| Endpoint::VolumeList),
+    ("GET", "/plugins", |_| Endpoint::PluginList),
+    ("GET", "/swarm", |_| Endpoint::SwarmRead),
+    ("POST", "/build", |_| Endpoint::Build),
+    ("POST", "/session", |_| Endpoint::Session),
+    ("POST", "/grpc", |_| Endpoint::Grpc),
 ];
 
 const BODY_PATHS: &[&str] = &[

@@ -6,13 +6,16 @@
 
 #[path = "workspace_support/repo.rs"]
 mod repo;
+mod common;
 mod workspace_support;
 
 use std::process::Command;
+use std::time::Duration;
 
 use repo::repo_with;
 use serde_json::{Value, json};
-use workspace_support::{BIN, Svc, http, pids_of, wait_until};
+use common::{http, wait_until};
+use workspace_support::{BIN, Svc, pids_of};
 
 #[test]
 fn exec_write_and_snapshot_on_a_stopped_workspace_resume_it() {
@@ -65,7 +68,7 @@ fn idle_stop_records_its_snapshot_id_in_info() {
         Some(json!({ "id": "idle", "idle_timeout_secs": 1 })),
     );
     svc.raw("PUT", "/v1/workspaces/idle/files/content?path=x", b"x");
-    wait_until(30, "idle stop", || {
+    wait_until(Duration::from_secs(30), "idle stop", || {
         svc.ok("GET", "/v1/workspaces/idle", None)["status"] == "stopped"
     });
     let info = svc.ok("GET", "/v1/workspaces/idle", None);
@@ -185,7 +188,7 @@ fn delete_during_creating_cancels_the_setup_and_exec_says_to_wait() {
     let pending = std::thread::spawn(move || {
         http(&socket, "POST", "/v1/workspaces", body.as_bytes()).unwrap()
     });
-    wait_until(20, "setup running", || !pids_of(28900).is_empty());
+    wait_until(Duration::from_secs(20), "setup running", || !pids_of(28900).is_empty());
     let (status, v) = svc.api(
         "POST",
         "/v1/workspaces/doomed/exec",

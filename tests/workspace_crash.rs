@@ -3,10 +3,13 @@
 //! acknowledged operation.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod workspace_support;
 
+use std::time::Duration;
 use serde_json::json;
-use workspace_support::{Svc, pids_of, wait_until};
+use common::wait_until;
+use workspace_support::{Svc, pids_of};
 
 const SLOW: &[(&str, &str)] = &[("DOCKWARDEN_TEST_SNAPSHOT_DELAY_MS", "30")];
 
@@ -39,9 +42,9 @@ fn kill_9_in_the_middle_of_a_snapshot_keeps_the_previous_good_snapshot() {
     );
     let socket = svc.socket.clone();
     let pending = std::thread::spawn(move || {
-        workspace_support::http(&socket, "POST", "/v1/workspaces/c/snapshot", b"")
+        common::http(&socket, "POST", "/v1/workspaces/c/snapshot", b"")
     });
-    wait_until(20, "a snapshot in progress", || staged_files(&svc) >= 1);
+    wait_until(Duration::from_secs(20), "a snapshot in progress", || staged_files(&svc) >= 1);
     // 30 ms per file: some 20 of the 400 new files are read (and packed) by now.
     std::thread::sleep(std::time::Duration::from_millis(600));
     assert!(staged_files(&svc) >= 1, "the capture is still running");
@@ -128,9 +131,9 @@ fn kill_9_during_setup_rolls_the_unacknowledged_create_back() {
     let socket = svc.socket.clone();
     let body = json!({ "id": "victim", "repo": repo }).to_string();
     let _pending = std::thread::spawn(move || {
-        workspace_support::http(&socket, "POST", "/v1/workspaces", body.as_bytes())
+        common::http(&socket, "POST", "/v1/workspaces", body.as_bytes())
     });
-    wait_until(20, "setup running", || !pids_of(next_uid).is_empty());
+    wait_until(Duration::from_secs(20), "setup running", || !pids_of(next_uid).is_empty());
     svc.kill9();
 
     svc.restart(&[]);
@@ -140,7 +143,7 @@ fn kill_9_during_setup_rolls_the_unacknowledged_create_back() {
         "never acknowledged, rolled back"
     );
     assert!(!svc.state.join("workspaces/victim").exists());
-    wait_until(5, "setup processes stopped", || {
+    wait_until(Duration::from_secs(5), "setup processes stopped", || {
         pids_of(next_uid).is_empty()
     });
     let again = svc.ok("POST", "/v1/workspaces", Some(json!({ "id": "victim" })));

@@ -16,6 +16,7 @@
 //! repository too (`tests/git_hostile_repo.rs` for the selector; `hostile_repository...` here
 //! for the verbs). Needs root; skips with a printed reason otherwise.
 
+mod common;
 mod workspace_support;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -24,42 +25,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use workspace_support::{Svc, wait_until};
+use common::{Engine, wait_until};
+use workspace_support::Svc;
 
 const IMAGE: &str = "dockwarden-test:latest";
-
-/// One engine the workspaces' private daemons can run.
-struct Engine {
-    name: &'static str,
-    dockerd: PathBuf,
-}
-
-/// Both engines; one that is missing fails the test when `DW_ENGINES_REQUIRED` names it
-/// (CI), else it is skipped with a printed reason.
-fn engines() -> Vec<Engine> {
-    let prefix = std::env::var("DW_ENGINE26_PREFIX").unwrap_or_else(|_| "/opt/docker26".into());
-    let required = std::env::var("DW_ENGINES_REQUIRED").unwrap_or_default();
-    let mut out = Vec::new();
-    for (name, dockerd) in [
-        ("20.10", PathBuf::from("/usr/sbin/dockerd")),
-        ("26.1", Path::new(&prefix).join("usr/sbin/dockerd")),
-    ] {
-        if dockerd.is_file() {
-            out.push(Engine { name, dockerd });
-        } else if required.split_whitespace().any(|r| r == name) {
-            panic!(
-                "Engine {name} is required (DW_ENGINES_REQUIRED) but {} is missing",
-                dockerd.display()
-            );
-        } else {
-            println!(
-                "skipped: Engine {name}: no dockerd at {}",
-                dockerd.display()
-            );
-        }
-    }
-    out
-}
 
 fn skip_reason() -> Option<String> {
     if !nix::unistd::geteuid().is_root() {
@@ -109,7 +78,7 @@ impl Case {
         .expect("resources");
         let args = [
             "--dockerd".to_string(),
-            engine.dockerd.display().to_string(),
+            engine.dockerd_path().display().to_string(),
             "--preload-image-tar".to_string(),
             tar.display().to_string(),
             "--resources".to_string(),
@@ -188,7 +157,7 @@ impl Case {
 
 /// Runs `f` on a fresh workspace for each engine, with disk images off and on.
 fn each(uid_base: u32, f: impl Fn(&Case)) {
-    for e in engines() {
+    for e in common::installed_engines() {
         for images in [false, true] {
             let c = Case::start(uid_base, &e, images);
             f(&c);
@@ -223,7 +192,7 @@ fn a_setuid_root_file_made_by_a_container_in_a_bind_gives_no_privilege_during_or
               cp /bin/busybox /d/g/busybox && chgrp 0 /d/g/busybox && chmod 2755 /d/g/busybox && touch /d/ready && sleep 600'"
         ));
         let wt = c.wt();
-        wait_until(30, "the container made its files", || {
+        wait_until(Duration::from_secs(30), "the container made its files", || {
             wt.join("d/ready").exists()
         });
         for name in ["u/busybox", "g/busybox"] {
@@ -319,11 +288,11 @@ fn the_hard_link_trick_leaves_no_setid_bit() {
                     while [ ! -e /d/go ]; do sleep 0.1; done; chmod 4755 /d/x/busybox && touch /d/done && sleep 600'"
         ));
         let wt = c.wt();
-        wait_until(30, "the container made its setuid file", || {
+        wait_until(Duration::from_secs(30), "the container made its setuid file", || {
             wt.join("d/ready").exists()
         });
         c.ok("ln d/x/busybox o/busybox && touch d/go");
-        wait_until(30, "the container set 4755", || wt.join("d/done").exists());
+        wait_until(Duration::from_secs(30), "the container set 4755", || wt.join("d/done").exists());
         assert_eq!(
             stat(&wt.join("d/x/busybox")).mode() & 0o7777,
             0o4755,
@@ -336,8 +305,7 @@ fn the_hard_link_trick_leaves_no_setid_bit() {
             stat(&wt.join("o/busybox")).ino(),
             "one inode, two links"
         );
-        wait_until(
-            30,
+        wait_until(Duration::from_secs(30),
             "chown-back cleared the setid bit of the shared inode",
             || stat(&wt.join("d/x/busybox")).mode() & 0o6000 == 0,
         );
@@ -417,7 +385,7 @@ fn a_device_node_made_by_a_container_cannot_be_opened_and_is_gone_after_chown_ba
             String::from_utf8_lossy(&body)
         );
         c.ok(&format!("docker run --rm -v $PWD/d:/d {IMAGE} true"));
-        wait_until(30, "chown-back removed the device node", || {
+        wait_until(Duration::from_secs(30), "chown-back removed the device node", || {
             std::fs::symlink_metadata(&node).is_err()
         });
     });
@@ -431,7 +399,7 @@ fn a_fifo_read_through_the_files_api_answers_invalid_at_once() {
         let socket = c.svc.socket.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let r = workspace_support::http(
+            let r = common::http(
                 &socket,
                 "GET",
                 "/v1/workspaces/w/files/content?path=pipe",
@@ -487,7 +455,7 @@ fn fifteen_hundred_binds_in_one_create_are_refused_with_a_rule_id_and_no_host_mo
 #[test]
 fn a_container_writing_past_the_workspace_disk_fails_with_enospc() {
     skip_unless_root!();
-    for e in engines() {
+    for e in common::installed_engines() {
         let c = Case::start(44500, &e, true);
         let wt = c.wt();
         let data = c.svc.state.join("workspaces/w/docker/data");
@@ -547,13 +515,13 @@ fn legitimate_work_keeps_working_with_container_root_as_the_workspace_user() {
         )
         .expect("chown");
         c.ok("mkdir -p out && docker compose up -d --wait 2>&1 || docker-compose up -d 2>&1");
-        wait_until(30, "the web service answers", || {
+        wait_until(Duration::from_secs(30), "the web service answers", || {
             c.exec("wget -q -O - http://127.0.0.1:8080/ 2>/dev/null || curl -s 127.0.0.1:8080")
                 .1
                 .contains("hello")
         });
         // What container root wrote into the bind is the workspace user's at once.
-        wait_until(10, "root.txt", || wt.join("out/root.txt").exists());
+        wait_until(Duration::from_secs(10), "root.txt", || wt.join("out/root.txt").exists());
         assert_eq!(
             stat(&wt.join("out/root.txt")).uid(),
             c.uid,
@@ -563,8 +531,7 @@ fn legitimate_work_keeps_working_with_container_root_as_the_workspace_user() {
         c.ok("docker compose down -v 2>&1 || docker-compose down -v 2>&1");
         // A non-root container user's file is handed back by chown-back.
         c.ok(&format!("mkdir -p u && chmod 777 u && docker run --rm --user 1000 -v $PWD/u:/u {IMAGE} touch /u/f"));
-        wait_until(
-            30,
+        wait_until(Duration::from_secs(30),
             "chown-back handed the container user's file back",
             || stat(&wt.join("u/f")).uid() == c.uid,
         );

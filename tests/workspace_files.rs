@@ -3,6 +3,7 @@
 //! can be read without starting them.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod workspace_support;
 
 use std::os::unix::fs::MetadataExt;

@@ -6,6 +6,7 @@
 //! clone is still forked by a restore. Real XFS loop mounts, as root; cleaned up after.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod workspace_support;
 
 use std::collections::HashSet;

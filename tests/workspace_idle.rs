@@ -2,12 +2,14 @@
 //! stopped; a running exec counts as activity.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod workspace_support;
 
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use workspace_support::{Svc, wait_until};
+use common::wait_until;
+use workspace_support::Svc;
 
 #[test]
 fn idle_stop_after_a_short_timeout_but_not_while_an_exec_runs() {
@@ -35,7 +37,7 @@ fn idle_stop_after_a_short_timeout_but_not_while_an_exec_runs() {
 
     // With nothing running it stops about one timeout later, with a snapshot.
     let quiet = Instant::now();
-    wait_until(10, "idle stop", || {
+    wait_until(Duration::from_secs(10), "idle stop", || {
         svc.ok("GET", "/v1/workspaces/idle", None)["status"] == "stopped"
     });
     assert!(

@@ -4,10 +4,11 @@
 //! The network checks are in `tests/workspace_isolation_net.rs`. Needs root; skips with a
 //! printed reason otherwise.
 
+mod common;
 mod workspace_support;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -15,31 +16,6 @@ use serde_json::{Value, json};
 use workspace_support::Svc;
 
 const IMAGE: &str = "dockwarden-test:latest";
-
-fn engines() -> Vec<(&'static str, PathBuf)> {
-    let prefix = std::env::var("DW_ENGINE26_PREFIX").unwrap_or_else(|_| "/opt/docker26".into());
-    let required = std::env::var("DW_ENGINES_REQUIRED").unwrap_or_default();
-    let mut out = Vec::new();
-    for (name, dockerd) in [
-        ("20.10", PathBuf::from("/usr/sbin/dockerd")),
-        ("26.1", Path::new(&prefix).join("usr/sbin/dockerd")),
-    ] {
-        if dockerd.is_file() {
-            out.push((name, dockerd));
-        } else if required.split_whitespace().any(|r| r == name) {
-            panic!(
-                "Engine {name} is required (DW_ENGINES_REQUIRED) but {} is missing",
-                dockerd.display()
-            );
-        } else {
-            println!(
-                "skipped: Engine {name}: no dockerd at {}",
-                dockerd.display()
-            );
-        }
-    }
-    out
-}
 
 /// The runtimes under test: (label, service flags, create body extras).
 struct Kind {
@@ -54,7 +30,8 @@ fn kinds(tar: &Path) -> Vec<Kind> {
         args: vec![],
         runtime: "standard",
     }];
-    for (name, dockerd) in engines() {
+    for e in common::installed_engines() {
+        let (name, dockerd) = (e.name, e.dockerd_path());
         k.push(Kind {
             label: format!("docker-compose on Engine {name}"),
             args: vec![
@@ -228,7 +205,7 @@ fn processes_ipc_hostname_and_tmp_are_the_workspace_own() {
         let socket = e.svc.socket.clone();
         let t = std::thread::spawn(move || {
             let body = json!({"cmd": "sleep 3; echo marker-of-b >/dev/null"}).to_string();
-            workspace_support::http(&socket, "POST", "/v1/workspaces/b/exec", body.as_bytes())
+            common::http(&socket, "POST", "/v1/workspaces/b/exec", body.as_bytes())
         });
         std::thread::sleep(Duration::from_millis(800));
         let (_, seen, _) = e.exec("a", "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '");

@@ -14,6 +14,7 @@
 //! daemon's `dockwarden-test:latest`.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod workspace_support;
 
 use std::collections::BTreeSet;
@@ -487,7 +488,7 @@ impl Drop for DeleteAll<'_> {
         {
             for w in list.as_array().cloned().unwrap_or_default() {
                 let id = w["id"].as_str().unwrap_or_default().to_string();
-                let _ = workspace_support::http(
+                let _ = common::http(
                     &self.0.socket,
                     "DELETE",
                     &format!("/v1/workspaces/{id}"),

@@ -1,11 +1,13 @@
 //! Create from a fixture git repository with a setup script; exec results and timeouts.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod workspace_support;
 
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use common::wait_until;
 use workspace_support::{Svc, fixture_repo, pids_of};
 
 #[test]
@@ -49,7 +51,7 @@ fn create_from_fixture_repo_runs_setup_as_the_workspace_user() {
 
     // The run script started in the background as the workspace user.
     let run_txt = svc.worktree("conv-1").join("build/run.txt");
-    workspace_support::wait_until(10, "run script", || {
+    wait_until(Duration::from_secs(10), "run script", || {
         std::fs::read_to_string(&run_txt).is_ok_and(|t| t == format!("run-started-as-{uid}\n"))
     });
     assert!(!pids_of(uid as u32).is_empty());
@@ -134,7 +136,7 @@ fn exec_nonzero_exit_is_a_result_and_timeout_kills_the_group_with_124() {
     assert_eq!(r["stdout"], "before\n", "output so far is returned");
     assert!(started.elapsed() < Duration::from_secs(10));
     // The background `sleep 30` was in the same process group and is gone too.
-    workspace_support::wait_until(5, "group killed", || pids_of(uid).is_empty());
+    wait_until(Duration::from_secs(5), "group killed", || pids_of(uid).is_empty());
 
     // The CLI streams output and exits with the command's code.
     let out = svc.cli(&[
@@ -160,10 +162,10 @@ fn kill_during_a_running_exec_ends_it_and_the_next_command_resumes_the_workspace
     let started = Instant::now();
     let running = std::thread::spawn(move || {
         let body = json!({ "cmd": "echo started; sleep 60" }).to_string();
-        workspace_support::http(&socket, "POST", "/v1/workspaces/busy/exec", body.as_bytes())
+        common::http(&socket, "POST", "/v1/workspaces/busy/exec", body.as_bytes())
     });
     // Until the shell is in `sleep`, `echo started` may not have run yet.
-    workspace_support::wait_until(10, "exec in its sleep", || {
+    wait_until(Duration::from_secs(10), "exec in its sleep", || {
         pids_of(uid).iter().any(|p| {
             std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep")
         })

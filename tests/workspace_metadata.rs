@@ -1,6 +1,7 @@
 //! `list` and `delete` by metadata subset match; `list` tells live from stopped.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod workspace_support;
 
 use serde_json::{Value, json};

@@ -5,6 +5,7 @@
 
 #[path = "workspace_support/repo.rs"]
 mod repo;
+mod common;
 mod workspace_support;
 
 use std::path::{Path, PathBuf};

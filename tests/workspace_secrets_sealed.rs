@@ -3,6 +3,7 @@
 //! is refused at start with the rows left exactly as they were.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod workspace_support;
 
 use std::os::unix::fs::PermissionsExt;

@@ -3,6 +3,7 @@
 //! and the worktrees still change independently.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod workspace_support;
 
 use std::path::{Path, PathBuf};

@@ -2,6 +2,7 @@
 //! vanish during a capture are left out and counted; a failed capture leaves no staging.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod workspace_support;
 
 use std::time::Duration;

@@ -2,12 +2,15 @@
 //! symlinks); a gone worktree is restored and reported; forks share storage and diverge.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod workspace_support;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::time::Duration;
 
 use serde_json::json;
-use workspace_support::{Svc, fixture_repo, pids_of, wait_until};
+use common::wait_until;
+use workspace_support::{Svc, fixture_repo, pids_of};
 
 const CHANGES: &str = "echo ignored > build/out.log && echo draft > untracked.txt && \
     echo edited >> README.md && chmod 700 src/run.sh && ln -s src/run.sh run-link";
@@ -58,7 +61,7 @@ fn kill_then_connect_keeps_files_including_ignored_ones() {
     let uid = created["workspace"]["uid"].as_u64().unwrap() as u32;
     assert_eq!(svc.exec("k", CHANGES)["exit_code"], 0);
 
-    wait_until(10, "run script", || !pids_of(uid).is_empty());
+    wait_until(Duration::from_secs(10), "run script", || !pids_of(uid).is_empty());
     let killed = svc.ok("POST", "/v1/workspaces/k/kill", None);
     assert_eq!(killed["workspace"]["status"], "stopped");
     assert!(
@@ -87,7 +90,7 @@ fn kill_then_connect_keeps_files_including_ignored_ones() {
         connected["recovery"].is_null(),
         "worktree intact: nothing restored"
     );
-    wait_until(10, "run script restarted", || !pids_of(uid).is_empty());
+    wait_until(Duration::from_secs(10), "run script restarted", || !pids_of(uid).is_empty());
     assert_changes_kept(&svc, "k");
 
     // Worktree gone while stopped: connect restores it from the latest snapshot.
@@ -119,7 +122,7 @@ fn invalid_worktree_is_restored_and_lost_changes_are_reported() {
     // The run script writes `build/run.txt` in the background; let it land before the
     // snapshot, or it is (rightly) reported as changed after the snapshot.
     let run_txt = svc.worktree("r").join("build/run.txt");
-    workspace_support::wait_until(10, "run script", || run_txt.exists());
+    wait_until(Duration::from_secs(10), "run script", || run_txt.exists());
     svc.exec("r", "echo saved > saved.txt");
     svc.ok("POST", "/v1/workspaces/r/snapshot", None);
     // After the snapshot: a new file, then the repository is wrecked (no `.git`).

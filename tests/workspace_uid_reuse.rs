@@ -10,6 +10,7 @@
 //! holder wrote inside its sandbox never reaches the next one.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod workspace_support;
 
 use std::process::Command;

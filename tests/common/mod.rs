@@ -5,7 +5,7 @@
     reason = "each test binary uses a different subset of the harness"
 )]
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -16,157 +16,24 @@ pub const IMAGE: &str = "dockwarden-test:latest";
 /// The default daemon's socket (Engine 20.10).
 pub const DAEMON: &str = "/var/run/docker.sock";
 
-/// One Docker Engine the end-to-end suites run against (docs/ci.md). `scripts/test.sh` exports
-/// where each one is: `DW_ENGINE20_SOCK`, `DW_ENGINE26_SOCK`, `DW_ENGINE26_NETNS`,
-/// `DW_ENGINE26_PREFIX`, and `DW_ENGINES_REQUIRED` (engines whose absence fails a test instead
-/// of skipping it). Without them the machine's defaults are probed.
-#[derive(Clone, Debug)]
-pub struct Engine {
-    /// "20.10" or "26.1".
-    pub name: &'static str,
-    /// The daemon's API socket.
-    pub socket: PathBuf,
-    /// The daemon's network namespace, when it is not the host's: published ports, its bridge
-    /// and its address pools live there, so whatever reaches a published port enters it.
-    pub netns: Option<PathBuf>,
-    /// Where its binaries were unpacked (`usr/sbin/dockerd`, ...), when not in the system.
-    pub prefix: Option<PathBuf>,
-}
+// Private modules, their items re-exported: `use common::*` must not bring a module named
+// `http` over the `http` crate.
+mod daemon;
+mod engines;
+mod http;
+mod wait;
 
-impl Engine {
-    /// "e20" or "e26", for names that must not collide between engines (cgroups, directories).
-    pub fn tag(&self) -> &'static str {
-        if self.name == "20.10" { "e20" } else { "e26" }
-    }
-
-    pub fn host(&self) -> String {
-        format!("unix://{}", self.socket.display())
-    }
-
-    /// The daemon's own CLI (not through the proxy): the oracle for what really exists.
-    pub fn daemon(&self, args: &[&str]) -> Output {
-        let cli = cli28().or(cli2010()).expect("a docker CLI");
-        let mut c = Command::new(cli);
-        c.env("DOCKER_HOST", self.host())
-            .env_remove("DOCKER_CONTEXT")
-            .args(args);
-        run_with_timeout(&mut c, None, Duration::from_secs(120))
-    }
-
-    /// `docker inspect` through the daemon directly, parsed.
-    pub fn inspect(&self, id: &str) -> serde_json::Value {
-        let out = ok(self.daemon(&["inspect", id]));
-        let v: serde_json::Value = serde_json::from_str(&out).expect("inspect json");
-        v.get(0).cloned().expect("one object")
-    }
-
-    /// Removes a container through the daemon, ignoring errors (cleanup).
-    pub fn force_remove(&self, id: &str) {
-        let _ = self.daemon(&["rm", "-f", "-v", id]);
-    }
-
-    /// `program` run in the daemon's network namespace (`nsenter --net`, which leaves the mount
-    /// namespace and `/sys` alone), where its published ports listen.
-    pub fn in_netns(&self, program: &str) -> Command {
-        match &self.netns {
-            Some(ns) => {
-                let mut c = Command::new("nsenter");
-                c.arg(format!("--net={}", ns.display())).arg(program);
-                c
-            }
-            None => Command::new(program),
-        }
-    }
-
-    /// `dockerd` of this engine, with its containerd, docker-proxy and docker-init first on PATH.
-    pub fn dockerd(&self) -> Command {
-        match &self.prefix {
-            Some(prefix) => {
-                let path = format!(
-                    "{0}/usr/sbin:{0}/usr/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                    prefix.display()
-                );
-                let mut c = Command::new(prefix.join("usr/sbin/dockerd"));
-                c.env("PATH", path);
-                c
-            }
-            None => Command::new("dockerd"),
-        }
-    }
-}
-
-fn env_path(var: &str, default: &str) -> PathBuf {
-    std::env::var_os(var)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(default))
-}
-
-fn answers(sock: &Path) -> bool {
-    UnixStream::connect(sock).is_ok()
-        && raw(sock, b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n").contains(" 200 ")
-}
-
-/// Every engine whose socket answers, oldest first.
-pub fn engines() -> Vec<Engine> {
-    ["20.10", "26.1"].into_iter().filter_map(engine).collect()
-}
-
-/// The named engine if its socket answers.
-pub fn engine(name: &str) -> Option<Engine> {
-    let e = match name {
-        "20.10" => Engine {
-            name: "20.10",
-            socket: env_path("DW_ENGINE20_SOCK", DAEMON),
-            netns: None,
-            prefix: None,
-        },
-        "26.1" => {
-            let ns = env_path("DW_ENGINE26_NETNS", "/run/netns/docker26");
-            let prefix = env_path("DW_ENGINE26_PREFIX", "/opt/docker26");
-            Engine {
-                name: "26.1",
-                socket: env_path("DW_ENGINE26_SOCK", "/run/docker26/docker.sock"),
-                netns: ns.exists().then_some(ns),
-                prefix: prefix.exists().then_some(prefix),
-            }
-        }
-        _ => return None,
-    };
-    answers(&e.socket).then_some(e)
-}
-
-/// Whether `DW_ENGINES_REQUIRED` names the engine `name` (CI names both): its absence is then a
-/// failure, not a skip.
-pub fn engine_required(name: &str) -> bool {
-    std::env::var("DW_ENGINES_REQUIRED")
-        .unwrap_or_default()
-        .split([' ', ','])
-        .any(|r| r == name)
-}
-
-/// Whether `DW_ENGINES_REQUIRED` is set at all (CI): the engines' clients (buildx, the 20.10
-/// CLI, the 26.1 dockerd) are then required as well.
-pub fn engines_required() -> bool {
-    std::env::var("DW_ENGINES_REQUIRED").is_ok_and(|v| !v.trim().is_empty())
-}
-
-/// Runs `body` on the named engine; a missing engine is a printed skip, or a failure when
-/// `DW_ENGINES_REQUIRED` names it (CI).
-pub fn on_engine(name: &str, body: impl FnOnce(&Engine)) {
-    match engine(name) {
-        Some(e) => body(&e),
-        None => {
-            assert!(
-                !engine_required(name),
-                "Engine {name} is required (DW_ENGINES_REQUIRED) but does not answer"
-            );
-            eprintln!(
-                "skipped: Engine {name} does not answer on its socket (scripts/setup.sh starts both engines)"
-            );
-        }
-    }
-}
+#[allow(unused_imports, reason = "each test binary uses a different subset")]
+pub use daemon::{DaemonOptions, PrivateDaemon};
+#[allow(unused_imports, reason = "each test binary uses a different subset")]
+pub use engines::{
+    Engine, engine, engine_required, engines, engines_or_skip, engines_required, installed,
+    installed_engines, on_engine,
+};
+#[allow(unused_imports, reason = "each test binary uses a different subset")]
+pub use http::{Answer, Until, body_of, dechunk, exchange, head, http, raw, raw_maybe, request, status, status_and_json};
+#[allow(unused_imports, reason = "each test binary uses a different subset")]
+pub use wait::{poll_until, wait_until};
 
 /// Generates, for each listed `fn name(e: &Engine)`, the tests `name::engine_20_10` and
 /// `name::engine_26_1`.
@@ -507,44 +374,6 @@ impl Drop for Proxy {
     }
 }
 
-/// Raw HTTP on a Unix socket; returns the response text.
-pub fn raw(sock: &Path, bytes: &[u8]) -> String {
-    let mut s = UnixStream::connect(sock).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    // The proxy may answer (413, 400) and close before reading everything: a failed write is
-    // not a failure, the response is what counts.
-    let _ = s.write_all(bytes);
-    let mut out = Vec::new();
-    let mut buf = [0u8; 65536];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                out.extend_from_slice(&buf[..n]);
-                if response_complete(&out) {
-                    break;
-                }
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// True once a Content-Length response has been read whole.
-fn response_complete(b: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(b);
-    let Some(end) = text.find("\r\n\r\n") else {
-        return false;
-    };
-    let head = text[..end].to_ascii_lowercase();
-    let cl = head.lines().find_map(|l| {
-        l.strip_prefix("content-length:")
-            .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-    });
-    matches!(cl, Some(n) if b.len() >= end + 4 + n)
-}
-
 /// Runs a command with optional stdin and a timeout; panics on timeout.
 pub fn run_with_timeout(cmd: &mut Command, stdin: Option<&[u8]>, limit: Duration) -> Output {
     cmd.stdin(if stdin.is_some() {
@@ -617,156 +446,3 @@ pub fn force_remove(id: &str) {
     let _ = daemon(&["rm", "-f", "-v", id]);
 }
 
-/// A second dockerd with its own socket, data root, containerd and network namespace
-/// (`unshare --net`, so its bridge and iptables rules never touch the main daemon's), for tests
-/// that must restart the daemon or count every container without other tests interfering.
-pub struct PrivateDaemon {
-    pub dir: PathBuf,
-    pub socket: PathBuf,
-    child: Option<Child>,
-    /// The engine whose binaries it runs.
-    base: Engine,
-}
-
-impl PrivateDaemon {
-    /// Starts a private Engine 20.10 under `/tmp/dwpd-<name>` and imports the test image into it.
-    pub fn start(name: &str) -> PrivateDaemon {
-        let base = Engine {
-            name: "20.10",
-            socket: PathBuf::from(DAEMON),
-            netns: None,
-            prefix: None,
-        };
-        Self::start_on(&base, name)
-    }
-
-    /// Starts a private daemon of engine `e`'s version (its binaries) under
-    /// `/tmp/dwpd-<name>-<e20|e26>` and imports the test image into it.
-    pub fn start_on(e: &Engine, name: &str) -> PrivateDaemon {
-        let dir = if e.name == "20.10" {
-            PathBuf::from(format!("/tmp/dwpd-{name}"))
-        } else {
-            PathBuf::from(format!("/tmp/dwpd-{name}-{}", e.tag()))
-        };
-        let _ = std::fs::create_dir_all(&dir);
-        let socket = dir.join("d.sock");
-        let mut d = PrivateDaemon {
-            dir,
-            socket,
-            child: None,
-            base: e.clone(),
-        };
-        d.spawn();
-        let status = Command::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/fixtures/make-test-image.sh"
-        ))
-        .env("DOCKER_HOST", d.host())
-        .status()
-        .expect("run make-test-image.sh");
-        assert!(
-            status.success(),
-            "importing the test image into the private daemon"
-        );
-        d
-    }
-
-    pub fn host(&self) -> String {
-        format!("unix://{}", self.socket.display())
-    }
-
-    /// This daemon as an [`Engine`] (its version's name, its socket and network namespace).
-    pub fn engine(&self) -> Engine {
-        let netns = self
-            .child
-            .as_ref()
-            .map(|c| PathBuf::from(format!("/proc/{}/ns/net", c.id())));
-        Engine {
-            name: self.base.name,
-            socket: self.socket.clone(),
-            netns,
-            prefix: self.base.prefix.clone(),
-        }
-    }
-
-    fn spawn(&mut self) {
-        let d = &self.dir;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(d.join("dockerd.log"))
-            .expect("log");
-        let dockerd = self.base.dockerd();
-        let mut cmd = Command::new("unshare");
-        cmd.arg("--net").arg(dockerd.get_program());
-        for (k, v) in dockerd.get_envs() {
-            match v {
-                Some(v) => cmd.env(k, v),
-                None => cmd.env_remove(k),
-            };
-        }
-        // Its own (empty) configuration: never the machine's /etc/docker/daemon.json.
-        std::fs::write(d.join("daemon.json"), "{}").expect("daemon.json");
-        let child = cmd
-            .arg("--config-file")
-            .arg(d.join("daemon.json"))
-            .arg("--host")
-            .arg(self.host())
-            .arg("--data-root")
-            .arg(d.join("root"))
-            .arg("--exec-root")
-            .arg(d.join("exec"))
-            .arg("--pidfile")
-            .arg(d.join("dockerd.pid"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("spawn private dockerd");
-        self.child = Some(child);
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(60) {
-            if self.cli(&["version"]).status.success() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        panic!(
-            "private dockerd did not start; see {}",
-            d.join("dockerd.log").display()
-        );
-    }
-
-    /// Stops the daemon (SIGTERM, as systemd would) and starts it again with the same state.
-    pub fn restart(&mut self) {
-        self.stop();
-        self.spawn();
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(c.id().to_string())
-                .status();
-            let _ = c.wait();
-        }
-    }
-
-    /// The CLI pointed straight at this daemon.
-    pub fn cli(&self, args: &[&str]) -> Output {
-        let cli = cli28().or(cli2010()).expect("a docker CLI");
-        let mut c = Command::new(cli);
-        c.env("DOCKER_HOST", self.host()).args(args);
-        run_with_timeout(&mut c, None, Duration::from_secs(120))
-    }
-}
-
-impl Drop for PrivateDaemon {
-    fn drop(&mut self) {
-        let ids = stdout(&self.cli(&["ps", "-aq"]));
-        for id in ids.lines() {
-            let _ = self.cli(&["rm", "-f", "-v", id]);
-        }
-        self.stop();
-    }
-}

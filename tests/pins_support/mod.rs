@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Pin mounts plus pin targets in `pins` (the state file aside).
 pub fn pins_left(pins: &Path) -> usize {
@@ -74,10 +74,7 @@ impl Drop for PinGuard {
                 }
             }
         }
-        let t0 = Instant::now();
-        while pins_left(&self.pins) > 0 && t0.elapsed() < Duration::from_secs(5) {
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        super::common::poll_until(Duration::from_secs(5), || pins_left(&self.pins) == 0);
         for m in mounted(&self.pins) {
             let _ = nix::mount::umount2(Path::new(&m), nix::mount::MntFlags::MNT_DETACH);
             let _ = std::fs::remove_dir(&m).or_else(|_| std::fs::remove_file(&m));

@@ -2,13 +2,13 @@
 //! on a temporary socket, talk raw HTTP/1.1 to it, and run the real `dockwarden ws` CLI.
 #![allow(dead_code, clippy::unwrap_used)]
 
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+use super::common::{http, poll_until};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_dockwarden");
 
@@ -76,14 +76,10 @@ impl Svc {
             cmd.env(k, v);
         }
         self.child = Some(cmd.spawn().unwrap());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if self.try_get("/v1/health").is_some() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("service did not start");
+        let up = poll_until(Duration::from_secs(20), || {
+            self.try_get("/v1/health").is_some()
+        });
+        assert!(up, "service did not start");
     }
 
     /// SIGKILLs the service (no cleanup on its side).
@@ -179,10 +175,7 @@ impl Drop for Svc {
         }
         for pid in inits {
             let dir = PathBuf::from(format!("/proc/{pid}"));
-            let t0 = Instant::now();
-            while dir.exists() && t0.elapsed() < Duration::from_secs(2) {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            poll_until(Duration::from_secs(2), || !dir.exists());
         }
         // And the (now empty) workspace cgroups a killed service could not remove.
         remove_workspace_cgroups(self.uid_base, 50);
@@ -277,68 +270,6 @@ pub fn fixture_repo(dir: &Path) -> PathBuf {
     let st = Command::new("sh").arg(script).arg(&repo).status().unwrap();
     assert!(st.success(), "fixture repo script failed");
     repo
-}
-
-/// Waits until `f` holds, or panics after `secs`.
-pub fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    panic!("timed out waiting for {what}");
-}
-
-/// One HTTP/1.1 request over the Unix socket, `Connection: close`.
-pub fn http(
-    socket: &Path,
-    method: &str,
-    path: &str,
-    body: &[u8],
-) -> std::io::Result<(u16, Vec<u8>)> {
-    let mut s = UnixStream::connect(socket)?;
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: dockwarden\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes())?;
-    s.write_all(body)?;
-    let mut resp = Vec::new();
-    s.read_to_end(&mut resp)?;
-    let split = resp
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other("no header end"))?;
-    let head = String::from_utf8_lossy(&resp[..split]).to_string();
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let mut body = resp[split + 4..].to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body = dechunk(&body);
-    }
-    Ok((status, body))
-}
-
-fn dechunk(mut data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(nl) = data.windows(2).position(|w| w == b"\r\n") {
-        let size =
-            usize::from_str_radix(String::from_utf8_lossy(&data[..nl]).trim(), 16).unwrap_or(0);
-        if size == 0 {
-            break;
-        }
-        out.extend_from_slice(&data[nl + 2..nl + 2 + size]);
-        data = &data[nl + 2 + size + 2..];
-    }
-    out
 }
 
 /// Pids of live (non-zombie) processes owned by `uid`.
