@@ -6,7 +6,7 @@
 # run's in target/fuzz/<target>.log.
 #
 #   DW_FUZZ_SECS   seconds per fuzz target (default 60); 0 skips fuzzing
-#   DW_GATES       which gates, space-separated (default `fmt clippy fuzz`)
+#   DW_GATES       which gates, space-separated (default `fmt clippy layering fuzz`)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/fuzz-common.sh
@@ -54,7 +54,7 @@ fuzz_gate() {
   cat "$tlog" >>"$log"
 }
 
-for g in ${DW_GATES:-fmt clippy fuzz}; do
+for g in ${DW_GATES:-fmt clippy layering fuzz}; do
   case $g in
     fmt)
       need_component fmt rustfmt
@@ -70,6 +70,9 @@ for g in ${DW_GATES:-fmt clippy fuzz}; do
       if gate fuzz-install fuzz_install && gate fuzz-build fuzz_build; then
         for t in "${FUZZ_TARGETS[@]}"; do fuzz_gate "$t"; done
       fi ;;
+    layering)
+      # dockwarden-policy stays pure: no tokio, hyper, nix, libc or rustix in its tree.
+      gate layering scripts/check-layering.sh ;;
     *) echo "gate $g: FAILED (no such gate)"; failed=1 ;;
   esac
 done

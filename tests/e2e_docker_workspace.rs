@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::{Value, json};
 use common::wait_until;
+use serde_json::{Value, json};
 use workspace_support::Svc;
 
 fn dockerd() -> String {
@@ -440,9 +440,11 @@ fn compose_workspace_lifecycle_end_to_end() {
     // The proxy runs the private-daemon profile: prune is the workspace's own business.
     env.ok("dc", "docker container prune -f && docker image prune -f");
     let wrote = env.svc.worktree("dc").join("out/root-wrote.txt");
-    wait_until(Duration::from_secs(60), "chown-back of root-written bind files", || {
-        std::fs::metadata(&wrote).is_ok_and(|m| m.uid() as u64 == uid)
-    });
+    wait_until(
+        Duration::from_secs(60),
+        "chown-back of root-written bind files",
+        || std::fs::metadata(&wrote).is_ok_and(|m| m.uid() as u64 == uid),
+    );
 
     // 7: kill, connect, compose up again: the image and the named volume's data are kept.
     env.ok("dc", "docker compose up -d --wait");
@@ -747,9 +749,11 @@ fn after_kill_9_of_the_service_no_daemon_proxy_or_namespace_leaks() {
         .status()
         .unwrap();
     assert!(st.success());
-    wait_until(Duration::from_secs(10), "the deleted workspace's dockerd to die", || {
-        !alive(gone_daemon.trim())
-    });
+    wait_until(
+        Duration::from_secs(10),
+        "the deleted workspace's dockerd to die",
+        || !alive(gone_daemon.trim()),
+    );
     assert!(alive(&gone_pid), "its container runs on without the daemon");
     // A workspace whose record is gone (as if deleted while the service was down) keeps
     // only its directory: the restarted service must remove its daemon and namespace.

@@ -255,7 +255,9 @@ fn exec_attach_and_archives_into_a_host_namespace_container_made_on_the_daemon_a
         );
         assert!(e.exists(&name), "engine {}: renamed", e.name);
         assert!(
-            !e.daemon(&["image", "inspect", "dwt-stolen"]).status.success(),
+            !e.daemon(&["image", "inspect", "dwt-stolen"])
+                .status
+                .success(),
             "engine {}: committed",
             e.name
         );
@@ -408,12 +410,7 @@ fn setuid_root_file_put_by_archive_into_a_never_started_container_is_handed_back
         .into_bytes();
         req.extend_from_slice(&tar);
         let resp = p.raw(&req);
-        assert_eq!(
-            common::status(&resp),
-            200,
-            "engine {}: {resp}",
-            e.name
-        );
+        assert_eq!(common::status(&resp), 200, "engine {}: {resp}", e.name);
         assert_eq!(
             e.inspect(&name)["State"]["Status"],
             "created",

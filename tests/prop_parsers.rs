@@ -294,7 +294,11 @@ const KNOWN_ROUTES: &[(&str, &str, Expect)] = &[
     ("POST", "/containers/prune", |_| Endpoint::ContainerPrune),
     ("GET", "/containers/{id}/json", Endpoint::ContainerInspect),
     ("GET", "/containers/{id}/logs", Endpoint::ContainerLogs),
-    ("GET", "/containers/{id}/attach/ws", Endpoint::ContainerAttachWs),
+    (
+        "GET",
+        "/containers/{id}/attach/ws",
+        Endpoint::ContainerAttachWs,
+    ),
     ("POST", "/containers/{id}/start", Endpoint::ContainerStart),
     ("POST", "/containers/{id}/stop", Endpoint::ContainerStop),
     ("POST", "/containers/{id}/kill", Endpoint::ContainerKill),

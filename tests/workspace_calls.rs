@@ -4,17 +4,17 @@
 //! and the start-up check of the state directory's parents.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 #[path = "workspace_support/repo.rs"]
 mod repo;
-mod common;
 mod workspace_support;
 
 use std::process::Command;
 use std::time::Duration;
 
+use common::{http, wait_until};
 use repo::repo_with;
 use serde_json::{Value, json};
-use common::{http, wait_until};
 use workspace_support::{BIN, Svc, pids_of};
 
 #[test]
@@ -188,7 +188,9 @@ fn delete_during_creating_cancels_the_setup_and_exec_says_to_wait() {
     let pending = std::thread::spawn(move || {
         http(&socket, "POST", "/v1/workspaces", body.as_bytes()).unwrap()
     });
-    wait_until(Duration::from_secs(20), "setup running", || !pids_of(28900).is_empty());
+    wait_until(Duration::from_secs(20), "setup running", || {
+        !pids_of(28900).is_empty()
+    });
     let (status, v) = svc.api(
         "POST",
         "/v1/workspaces/doomed/exec",

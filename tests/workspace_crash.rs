@@ -6,9 +6,9 @@
 mod common;
 mod workspace_support;
 
-use std::time::Duration;
-use serde_json::json;
 use common::wait_until;
+use serde_json::json;
+use std::time::Duration;
 use workspace_support::{Svc, pids_of};
 
 const SLOW: &[(&str, &str)] = &[("DOCKWARDEN_TEST_SNAPSHOT_DELAY_MS", "30")];
@@ -41,10 +41,11 @@ fn kill_9_in_the_middle_of_a_snapshot_keeps_the_previous_good_snapshot() {
         "for i in $(seq 1 400); do echo $i > f$i; done; echo bad > a.txt",
     );
     let socket = svc.socket.clone();
-    let pending = std::thread::spawn(move || {
-        common::http(&socket, "POST", "/v1/workspaces/c/snapshot", b"")
+    let pending =
+        std::thread::spawn(move || common::http(&socket, "POST", "/v1/workspaces/c/snapshot", b""));
+    wait_until(Duration::from_secs(20), "a snapshot in progress", || {
+        staged_files(&svc) >= 1
     });
-    wait_until(Duration::from_secs(20), "a snapshot in progress", || staged_files(&svc) >= 1);
     // 30 ms per file: some 20 of the 400 new files are read (and packed) by now.
     std::thread::sleep(std::time::Duration::from_millis(600));
     assert!(staged_files(&svc) >= 1, "the capture is still running");
@@ -133,7 +134,9 @@ fn kill_9_during_setup_rolls_the_unacknowledged_create_back() {
     let _pending = std::thread::spawn(move || {
         common::http(&socket, "POST", "/v1/workspaces", body.as_bytes())
     });
-    wait_until(Duration::from_secs(20), "setup running", || !pids_of(next_uid).is_empty());
+    wait_until(Duration::from_secs(20), "setup running", || {
+        !pids_of(next_uid).is_empty()
+    });
     svc.kill9();
 
     svc.restart(&[]);

@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::{Value, json};
 use common::{Engine, wait_until};
+use serde_json::{Value, json};
 use workspace_support::Svc;
 
 const IMAGE: &str = "dockwarden-test:latest";
@@ -192,9 +192,11 @@ fn a_setuid_root_file_made_by_a_container_in_a_bind_gives_no_privilege_during_or
               cp /bin/busybox /d/g/busybox && chgrp 0 /d/g/busybox && chmod 2755 /d/g/busybox && touch /d/ready && sleep 600'"
         ));
         let wt = c.wt();
-        wait_until(Duration::from_secs(30), "the container made its files", || {
-            wt.join("d/ready").exists()
-        });
+        wait_until(
+            Duration::from_secs(30),
+            "the container made its files",
+            || wt.join("d/ready").exists(),
+        );
         for name in ["u/busybox", "g/busybox"] {
             let m = stat(&wt.join("d").join(name));
             assert_ne!(
@@ -288,11 +290,15 @@ fn the_hard_link_trick_leaves_no_setid_bit() {
                     while [ ! -e /d/go ]; do sleep 0.1; done; chmod 4755 /d/x/busybox && touch /d/done && sleep 600'"
         ));
         let wt = c.wt();
-        wait_until(Duration::from_secs(30), "the container made its setuid file", || {
-            wt.join("d/ready").exists()
-        });
+        wait_until(
+            Duration::from_secs(30),
+            "the container made its setuid file",
+            || wt.join("d/ready").exists(),
+        );
         c.ok("ln d/x/busybox o/busybox && touch d/go");
-        wait_until(Duration::from_secs(30), "the container set 4755", || wt.join("d/done").exists());
+        wait_until(Duration::from_secs(30), "the container set 4755", || {
+            wt.join("d/done").exists()
+        });
         assert_eq!(
             stat(&wt.join("d/x/busybox")).mode() & 0o7777,
             0o4755,
@@ -305,7 +311,8 @@ fn the_hard_link_trick_leaves_no_setid_bit() {
             stat(&wt.join("o/busybox")).ino(),
             "one inode, two links"
         );
-        wait_until(Duration::from_secs(30),
+        wait_until(
+            Duration::from_secs(30),
             "chown-back cleared the setid bit of the shared inode",
             || stat(&wt.join("d/x/busybox")).mode() & 0o6000 == 0,
         );
@@ -385,9 +392,11 @@ fn a_device_node_made_by_a_container_cannot_be_opened_and_is_gone_after_chown_ba
             String::from_utf8_lossy(&body)
         );
         c.ok(&format!("docker run --rm -v $PWD/d:/d {IMAGE} true"));
-        wait_until(Duration::from_secs(30), "chown-back removed the device node", || {
-            std::fs::symlink_metadata(&node).is_err()
-        });
+        wait_until(
+            Duration::from_secs(30),
+            "chown-back removed the device node",
+            || std::fs::symlink_metadata(&node).is_err(),
+        );
     });
 }
 
@@ -521,7 +530,9 @@ fn legitimate_work_keeps_working_with_container_root_as_the_workspace_user() {
                 .contains("hello")
         });
         // What container root wrote into the bind is the workspace user's at once.
-        wait_until(Duration::from_secs(10), "root.txt", || wt.join("out/root.txt").exists());
+        wait_until(Duration::from_secs(10), "root.txt", || {
+            wt.join("out/root.txt").exists()
+        });
         assert_eq!(
             stat(&wt.join("out/root.txt")).uid(),
             c.uid,
@@ -531,7 +542,8 @@ fn legitimate_work_keeps_working_with_container_root_as_the_workspace_user() {
         c.ok("docker compose down -v 2>&1 || docker-compose down -v 2>&1");
         // A non-root container user's file is handed back by chown-back.
         c.ok(&format!("mkdir -p u && chmod 777 u && docker run --rm --user 1000 -v $PWD/u:/u {IMAGE} touch /u/f"));
-        wait_until(Duration::from_secs(30),
+        wait_until(
+            Duration::from_secs(30),
             "chown-back handed the container user's file back",
             || stat(&wt.join("u/f")).uid() == c.uid,
         );

@@ -5,18 +5,18 @@
 //! `workspace_calls.rs`.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 #[path = "workspace_support/repo.rs"]
 mod repo;
-mod common;
 mod workspace_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use common::{http, wait_until};
 use repo::repo_with;
 use serde_json::{Value, json};
-use common::{http, wait_until};
 use workspace_support::{BIN, Svc, pids_of};
 
 /// The pid of the `serve` process answering on `svc`'s socket.
@@ -66,7 +66,9 @@ fn second_serve_on_the_same_state_dir_refuses_to_start_and_the_first_ones_create
     let pending = std::thread::spawn(move || {
         http(&socket, "POST", "/v1/workspaces", body.as_bytes()).unwrap()
     });
-    wait_until(Duration::from_secs(20), "setup running", || !pids_of(28000).is_empty());
+    wait_until(Duration::from_secs(20), "setup running", || {
+        !pids_of(28000).is_empty()
+    });
 
     // The same state directory on another socket: refused, nothing touched.
     let other_socket = svc.dir.path().join("second.sock");
@@ -156,9 +158,11 @@ fn worktree_deleted_while_live_is_restored_by_upkeep_without_a_call() {
     let before = svc.ok("GET", "/v1/workspaces/u", None)["last_recovery"].clone();
     assert!(before.is_null());
     std::fs::remove_dir_all(svc.worktree("u")).unwrap();
-    wait_until(Duration::from_secs(20), "upkeep restores the worktree", || {
-        svc.worktree("u").join("b.txt").exists()
-    });
+    wait_until(
+        Duration::from_secs(20),
+        "upkeep restores the worktree",
+        || svc.worktree("u").join("b.txt").exists(),
+    );
     let info = svc.ok("GET", "/v1/workspaces/u", None);
     assert!(
         info["last_recovery"]["reason"]
@@ -235,7 +239,9 @@ fn disk_full_state_dir_answers_no_space_and_kill_still_stops_the_processes() {
             json!({ "cmd": "sleep 600" }).to_string().as_bytes(),
         )
     });
-    wait_until(Duration::from_secs(10), "the sleeper runs", || pids_of(uid).len() >= 2);
+    wait_until(Duration::from_secs(10), "the sleeper runs", || {
+        pids_of(uid).len() >= 2
+    });
 
     let (status, v) = svc.api("POST", "/v1/workspaces/full/snapshot", None);
     assert_eq!(status, 507, "{v}");
@@ -267,7 +273,9 @@ fn disk_full_state_dir_answers_no_space_and_kill_still_stops_the_processes() {
             .contains("no space left"),
         "{killed}"
     );
-    wait_until(Duration::from_secs(10), "every process stopped", || pids_of(uid).is_empty());
+    wait_until(Duration::from_secs(10), "every process stopped", || {
+        pids_of(uid).is_empty()
+    });
     let info = svc.ok("GET", "/v1/workspaces/full", None);
     assert_eq!(info["status"], "stopped");
     assert!(info["last_stop"]["snapshot_error"].is_string(), "{info}");
@@ -344,7 +352,9 @@ fn run_script_workspace(svc: &Svc, id: &str) -> u32 {
         Some(json!({ "id": id, "repo": repo.display().to_string() })),
     );
     let uid = uid_of(&created);
-    wait_until(Duration::from_secs(10), "run script started", || !pids_of(uid).is_empty());
+    wait_until(Duration::from_secs(10), "run script started", || {
+        !pids_of(uid).is_empty()
+    });
     uid
 }
 
@@ -363,7 +373,9 @@ fn sigterm_with_a_running_exec_and_a_run_script_stops_them_and_records_it() {
                 .as_bytes(),
         )
     });
-    wait_until(Duration::from_secs(10), "exec running", || pids_of(uid).len() >= 2);
+    wait_until(Duration::from_secs(10), "exec running", || {
+        pids_of(uid).len() >= 2
+    });
     let pid = serve_pid(&svc);
     assert!(
         Command::new("kill")
@@ -398,7 +410,9 @@ fn sigterm_with_a_running_exec_and_a_run_script_stops_them_and_records_it() {
         info["interrupted"]["processes"].as_u64().unwrap() >= 2,
         "{info}"
     );
-    wait_until(Duration::from_secs(10), "the run script is back", || !pids_of(uid).is_empty());
+    wait_until(Duration::from_secs(10), "the run script is back", || {
+        !pids_of(uid).is_empty()
+    });
 }
 
 #[test]
@@ -414,7 +428,9 @@ fn kill_9_with_a_running_exec_and_a_run_script_finds_and_stops_them_on_restart()
             json!({ "cmd": "sleep 600" }).to_string().as_bytes(),
         )
     });
-    wait_until(Duration::from_secs(10), "exec running", || pids_of(uid).len() >= 2);
+    wait_until(Duration::from_secs(10), "exec running", || {
+        pids_of(uid).len() >= 2
+    });
     svc.kill9();
     let orphans = pids_of(uid);
     assert!(
@@ -439,7 +455,9 @@ fn kill_9_with_a_running_exec_and_a_run_script_finds_and_stops_them_on_restart()
         "{info}"
     );
     assert_eq!(info["status"], "running");
-    wait_until(Duration::from_secs(10), "the run script is started again", || {
-        pids_of(uid).iter().any(|p| !orphans.contains(p))
-    });
+    wait_until(
+        Duration::from_secs(10),
+        "the run script is started again",
+        || pids_of(uid).iter().any(|p| !orphans.contains(p)),
+    );
 }

@@ -7,8 +7,8 @@ mod workspace_support;
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
 use common::wait_until;
+use serde_json::json;
 use workspace_support::Svc;
 
 #[test]

@@ -6,8 +6,8 @@ mod workspace_support;
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
 use common::wait_until;
+use serde_json::json;
 use workspace_support::{Svc, fixture_repo, pids_of};
 
 #[test]
@@ -136,7 +136,9 @@ fn exec_nonzero_exit_is_a_result_and_timeout_kills_the_group_with_124() {
     assert_eq!(r["stdout"], "before\n", "output so far is returned");
     assert!(started.elapsed() < Duration::from_secs(10));
     // The background `sleep 30` was in the same process group and is gone too.
-    wait_until(Duration::from_secs(5), "group killed", || pids_of(uid).is_empty());
+    wait_until(Duration::from_secs(5), "group killed", || {
+        pids_of(uid).is_empty()
+    });
 
     // The CLI streams output and exits with the command's code.
     let out = svc.cli(&[

@@ -3,9 +3,9 @@
 //! cap holds a busy loop, resize applies live or waits for approval, and ENOSPC grows the disk.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 #[path = "workspace_support/repo.rs"]
 mod repo;
-mod common;
 mod workspace_support;
 
 use std::path::{Path, PathBuf};

@@ -8,8 +8,8 @@ mod workspace_support;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::Duration;
 
-use serde_json::json;
 use common::wait_until;
+use serde_json::json;
 use workspace_support::{Svc, fixture_repo, pids_of};
 
 const CHANGES: &str = "echo ignored > build/out.log && echo draft > untracked.txt && \
@@ -61,7 +61,9 @@ fn kill_then_connect_keeps_files_including_ignored_ones() {
     let uid = created["workspace"]["uid"].as_u64().unwrap() as u32;
     assert_eq!(svc.exec("k", CHANGES)["exit_code"], 0);
 
-    wait_until(Duration::from_secs(10), "run script", || !pids_of(uid).is_empty());
+    wait_until(Duration::from_secs(10), "run script", || {
+        !pids_of(uid).is_empty()
+    });
     let killed = svc.ok("POST", "/v1/workspaces/k/kill", None);
     assert_eq!(killed["workspace"]["status"], "stopped");
     assert!(
@@ -90,7 +92,9 @@ fn kill_then_connect_keeps_files_including_ignored_ones() {
         connected["recovery"].is_null(),
         "worktree intact: nothing restored"
     );
-    wait_until(Duration::from_secs(10), "run script restarted", || !pids_of(uid).is_empty());
+    wait_until(Duration::from_secs(10), "run script restarted", || {
+        !pids_of(uid).is_empty()
+    });
     assert_changes_kept(&svc, "k");
 
     // Worktree gone while stopped: connect restores it from the latest snapshot.

@@ -31,7 +31,10 @@ pub use engines::{
     installed_engines, on_engine,
 };
 #[allow(unused_imports, reason = "each test binary uses a different subset")]
-pub use http::{Answer, Until, body_of, dechunk, exchange, head, http, raw, raw_maybe, request, status, status_and_json};
+pub use http::{
+    Answer, Until, body_of, dechunk, exchange, head, http, raw, raw_maybe, request, status,
+    status_and_json,
+};
 #[allow(unused_imports, reason = "each test binary uses a different subset")]
 pub use wait::{poll_until, wait_until};
 
@@ -445,4 +448,3 @@ pub fn daemon_inspect(id: &str) -> serde_json::Value {
 pub fn force_remove(id: &str) {
     let _ = daemon(&["rm", "-f", "-v", id]);
 }
-
