@@ -227,9 +227,10 @@ fn pids_mentioning(needle: &str) -> Vec<i32> {
 
 /// Pids of `dockwarden proxy` processes listening on workspace `id`'s socket.
 fn proxies_of(env: &Env, id: &str) -> Vec<i32> {
+    // The service starts its proxy with typed arguments in `<ws>/docker/proxy.json`.
     pids_mentioning(&format!(
-        "proxy\0--listen\0{}\0",
-        env.ws_dir(id).join("docker.sock").display()
+        "proxy-args\0{}\0",
+        env.ws_dir(id).join("docker").join("proxy.json").display()
     ))
 }
 
