@@ -538,27 +538,28 @@ fn a_docker_compose_workspace_keeps_its_daemons_in_its_cgroup_and_gives_containe
             "{want} is not in the workspace cgroup: {names:?}"
         );
     }
-    // The proxy's container budget is half of the workspace's burst limit.
+    // The proxy's container budget is half of the workspace's burst limit: the service hands
+    // the proxy its typed arguments in a file (`dockwarden proxy-args FILE`).
     let proxy = procs
         .lines()
         .map(cmdline)
-        .find(|a| a.iter().any(|x| x == "proxy"))
+        .find(|a| a.iter().any(|x| x == "proxy-args"))
         .unwrap();
-    let flag = |f: &str| {
-        proxy
-            .iter()
-            .position(|x| x == f)
-            .map(|i| proxy[i + 1].clone())
-    };
+    let args: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(&proxy[proxy.iter().position(|x| x == "proxy-args").unwrap() + 1])
+            .unwrap(),
+    )
+    .unwrap();
+    let budget = &args["budget"];
     assert_eq!(
-        flag("--memory-budget"),
-        Some((128 * MIB).to_string()),
-        "{proxy:?}"
+        budget["memory_budget"],
+        json!({ "Absolute": 128 * MIB }),
+        "{args}"
     );
-    assert_eq!(flag("--pids-budget").as_deref(), Some("200"), "{proxy:?}");
+    assert_eq!(budget["pids_budget"], json!({ "Absolute": 200 }), "{args}");
     assert_eq!(
-        flag("--cgroup-name"),
-        Some(format!("dockwarden_ws_{uid}/containers"))
+        budget["cgroup_name"],
+        json!(format!("dockwarden_ws_{uid}/containers"))
     );
     assert_eq!(
         v1("memory", uid, "containers/memory.limit_in_bytes"),
