@@ -12,7 +12,6 @@ pub mod framing;
 pub mod grpc;
 pub mod handler;
 pub mod link;
-pub mod memory;
 pub mod pins;
 pub mod server;
 pub mod sessions;

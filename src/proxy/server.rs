@@ -88,7 +88,7 @@ pub async fn run(
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let slots = Arc::new(Semaphore::new(opts.max_connections));
     let closed = Arc::new(AtomicU64::new(0));
-    let trimmer = super::memory::spawn_trimmer(closed.clone());
+    let trimmer = dockwarden_sys::memory::spawn_trimmer(closed.clone());
     tokio::pin!(shutdown);
     loop {
         let permit = tokio::select! {

@@ -389,7 +389,7 @@ impl SnapshotStore for LocalSnapshotStore {
         let captured = self.capture_tree(id, root, previous, progress);
         // The walk's lists (a few hundred bytes a file) are freed by now; without this glibc
         // keeps their pages, and a long-lived service stays at its peak while idle.
-        crate::proxy::memory::release_free_memory();
+        dockwarden_sys::memory::release_free_memory();
         captured
     }
 
@@ -436,7 +436,7 @@ impl SnapshotStore for LocalSnapshotStore {
             packs: &packs,
         };
         let restored = super::restore::restore(m, &store, &self.index, dest, owner, progress);
-        crate::proxy::memory::release_free_memory();
+        dockwarden_sys::memory::release_free_memory();
         restored
     }
 
