@@ -25,4 +25,23 @@ if [ -n "$found" ]; then
   done <<<"$found"
   exit 1
 fi
-echo "gate layering: ok (dockwarden-policy has no tokio, nix, libc)"
+# The arrows between our crates point one way (ARCHITECTURE.md): each crate may depend only on
+# the ones listed for it.
+arrows_ok=1
+while read -r krate allowed; do
+  ours=$(tree -p "$krate" -e normal --prefix none --format '{p}' | awk '{print $1}' |
+    grep '^dockwarden' | grep -vx "$krate" | sort -u || true)
+  for dep in $ours; do
+    case " $allowed " in
+      *" $dep "*) ;;
+      *) echo "gate layering: FAILED: $krate depends on $dep, not one of the crates below it" >&2; arrows_ok=0 ;;
+    esac
+  done
+done <<'EOF2'
+dockwarden-policy
+dockwarden-sys
+dockwarden-proxy dockwarden-policy dockwarden-sys
+dockwarden-workspace dockwarden-policy dockwarden-sys dockwarden-proxy
+EOF2
+[ "$arrows_ok" = 1 ] || exit 1
+echo "gate layering: ok (dockwarden-policy has no tokio, nix, libc; policy, sys <- proxy <- workspace <- dockwarden)"

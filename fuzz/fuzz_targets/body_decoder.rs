@@ -2,8 +2,8 @@
 //! parses re-serialises to bytes that parse back to the same value.
 #![no_main]
 
-use dockwarden::api::json::{self, Json};
-use dockwarden::api::model_view::{CreateShape, create_view};
+use dockwarden_policy::api::json::{self, Json};
+use dockwarden_policy::api::model_view::{CreateShape, create_view};
 use libfuzzer_sys::fuzz_target;
 
 fn exercise(j: &Json) {

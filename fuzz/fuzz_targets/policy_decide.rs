@@ -2,12 +2,12 @@
 //! made-up facts and `policy::decide` with the default policy, and never panics.
 #![no_main]
 
-use dockwarden::api::json;
-use dockwarden::api::path::CanonicalPath;
-use dockwarden::api::query::Query;
-use dockwarden::api::route::classify;
-use dockwarden::policy::facts::{HostPathFact, ImageFact};
-use dockwarden::policy::{self, FactQuery, Facts, Policy, Request};
+use dockwarden_policy::api::json;
+use dockwarden_policy::api::path::CanonicalPath;
+use dockwarden_policy::api::query::Query;
+use dockwarden_policy::api::route::classify;
+use dockwarden_policy::policy::facts::{HostPathFact, ImageFact};
+use dockwarden_policy::policy::{self, FactQuery, Facts, Policy, Request};
 use libfuzzer_sys::fuzz_target;
 
 const PATHS: &[&str] = &[

@@ -2,8 +2,8 @@
 //! is stable, and a `/v1.41` prefix never changes which endpoint a bare path names.
 #![no_main]
 
-use dockwarden::api::path::CanonicalPath;
-use dockwarden::api::route::classify;
+use dockwarden_policy::api::path::CanonicalPath;
+use dockwarden_policy::api::route::classify;
 use libfuzzer_sys::fuzz_target;
 
 const METHODS: &[&str] = &[
