@@ -5,6 +5,8 @@
 mod common;
 mod escapes_support;
 
+use std::time::Duration;
+
 use common::{IMAGE, engines_or_skip, unique};
 use escapes_support::{Cleanup, request};
 
@@ -613,11 +615,56 @@ fn exec_by_name(p: &common::Proxy, name: &str) -> (u16, String) {
     )
 }
 
+/// An exec by `name` right after the daemon moved the name to a foreign container. Until the
+/// rename events reach the proxy, its cached fact still names the container it judged, and the
+/// exec is forwarded to that container's full id (`Permitted::pinned_path`): created there, in
+/// `own`, never in the container that took the name. Once the events arrive it is refused.
+/// Polls until the refusal (at most 10 s) and returns its body; every earlier answer must be
+/// an exec in `own`.
+fn exec_after_swap_never_reaches_the_foreign_container(
+    e: &common::Engine,
+    p: &common::Proxy,
+    name: &str,
+    own: &str,
+) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (st, body) = exec_by_name(p, name);
+        match st {
+            403 => return body,
+            201 => {
+                let v: serde_json::Value = serde_json::from_str(&body).expect("exec json");
+                let id = v["Id"].as_str().expect("exec id");
+                let (st, ins) = request(p, "GET", &format!("/v1.41/exec/{id}/json"), None);
+                assert_eq!(st, 200, "engine {}: exec inspect: {ins}", e.name);
+                let ins: serde_json::Value = serde_json::from_str(&ins).expect("inspect json");
+                assert_eq!(
+                    ins["ContainerID"].as_str(),
+                    Some(own),
+                    "engine {}: an exec by the swapped name was created in another container",
+                    e.name
+                );
+                eprintln!(
+                    "engine {}: exec by the swapped name inside the event window: pinned to the container judged",
+                    e.name
+                );
+            }
+            _ => panic!("engine {}: exec by the swapped name: {st} {body}", e.name),
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "engine {}: the rename events never invalidated the cached name",
+            e.name
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The proxy caches what a container reference resolves to while it follows the daemon's
 /// events. Its own container is exec'd by name (the fact is cached); then, on the daemon
 /// directly, it is renamed away and a foreign CAP_SYS_ADMIN container is renamed to its name.
-/// An exec by that name must now be judged on the foreign container: the rename events
-/// invalidate the cached name.
+/// An exec by that name must now be judged on the foreign container once the rename events
+/// invalidate the cached name, and before they do it still lands only in the container judged.
 #[test]
 fn foreign_container_renamed_to_a_cached_name_is_refused_for_exec() {
     for e in engines_or_skip() {
@@ -635,6 +682,7 @@ fn foreign_container_renamed_to_a_cached_name_is_refused_for_exec() {
             e.name,
             common::stderr(&o)
         );
+        let own = common::stdout(&o).trim().to_owned();
         // Twice: the second exec is served from the cached fact.
         for _ in 0..2 {
             let (st, body) = exec_by_name(&p, &name);
@@ -657,12 +705,7 @@ fn foreign_container_renamed_to_a_cached_name_is_refused_for_exec() {
         ]);
         e.ok(&["rename", &name, &away]);
         e.ok(&["rename", &foreign, &name]);
-        let (st, body) = exec_by_name(&p, &name);
-        assert_eq!(
-            st, 403,
-            "engine {}: exec into the foreign container by the cached name: {body}",
-            e.name
-        );
+        let body = exec_after_swap_never_reaches_the_foreign_container(&e, &p, &name, &own);
         assert!(
             body.contains("(rule container.foreign)"),
             "engine {}: {body}",
@@ -705,9 +748,9 @@ fn foreign_container_renamed_to_a_cached_name_is_refused_for_exec() {
                 e.name
             );
         }
-        let (st, body) = exec_by_name(&p, &name);
-        assert_eq!(
-            st, 403,
+        let body = exec_after_swap_never_reaches_the_foreign_container(&e, &p, &name, &own);
+        assert!(
+            body.contains("(rule container.foreign)"),
             "engine {}: exec right after the daemon's renames: {body}",
             e.name
         );

@@ -2,7 +2,8 @@
 //!
 //! For networks, builds and limits `facts` may also hold `networks` (reference → inspect JSON
 //! or null), `host_routes` (`["192.0.2.0/24 eth0"]`), `container_count` (null: not gathered),
-//! `memory_budget` and `pids_budget`; `forwarded_query` checks query rewrites.
+//! `memory_budget` and `pids_budget`; `forwarded_query` checks query rewrites and
+//! `forwarded_path` the path forwarded (a judged container named by its full id).
 //!
 //! Containers may say `created_here` (default true) and list the `volumes` they mount;
 //! `execs` maps exec IDs to container IDs (null: 404).
@@ -430,6 +431,15 @@ fn check_forwarded(case: &Value, p: &policy::Permitted, ws: &Ws) -> Result<(), S
             && !got["HostConfig"]["ExtraHosts"].is_null()
         {
             return Err(format!("forwarded body has ExtraHosts: {got}"));
+        }
+    }
+    if let Some(want) = case.get("forwarded_path").and_then(Value::as_str) {
+        let full = case["path"].as_str().expect("path");
+        let path = full.split_once('?').map_or(full, |(p, _)| p);
+        let canonical = CanonicalPath::parse(path).expect("canonical path");
+        let got = p.pinned_path(&canonical).unwrap_or_else(|| path.to_owned());
+        if got != want {
+            return Err(format!("forwarded path is `{got}`, expected `{want}`"));
         }
     }
     if let Some(want) = case.get("forwarded_query").and_then(Value::as_object) {

@@ -111,7 +111,8 @@ pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted
         | E::ExecStart(_)
         | E::ContainerRename(_)
         | E::ContainerArchivePut(_)
-        | E::Commit => container::check_foreign(req, facts, policy).and_then(|()| allow()),
+        | E::Commit => container::check_foreign(req, facts, policy)
+            .map(|judged| judged.pin(req, Permitted::allow(req))),
         E::ContainerRestart(_) => allow(),
         E::ContainerStart(_) => container::decide_start(req),
         // Surface issue: then the networks it joins (network::check_endpoints).
@@ -123,11 +124,11 @@ pub fn decide(req: &Request, facts: &Facts, policy: &Policy) -> Result<Permitted
                 .map_err(|d| kind::annotate(req, d))
                 .and_then(|p| network::check_endpoints(req, facts, policy).map(|()| eff.note(p)))
         }),
-        E::ContainerUpdate(_) => container::check_foreign(req, facts, policy)
-            .and_then(|()| container::decide_update(req, facts, policy)),
-        E::ExecCreate(_) => {
-            container::check_foreign(req, facts, policy).and_then(|()| container::decide_exec(req))
-        }
+        E::ContainerUpdate(_) => container::check_foreign(req, facts, policy).and_then(|judged| {
+            container::decide_update(req, facts, policy).map(|p| judged.pin(req, p))
+        }),
+        E::ExecCreate(_) => container::check_foreign(req, facts, policy)
+            .and_then(|judged| container::decide_exec(req).map(|p| judged.pin(req, p))),
         E::ContainerCopy(_) => deny(
             "container.copy_legacy",
             "the legacy copy endpoint is not available",

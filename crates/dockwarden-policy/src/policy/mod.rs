@@ -103,6 +103,7 @@ pub struct Permitted {
     endpoint: Endpoint,
     body: Option<Json>,
     query: Option<Query>,
+    container: Option<String>,
     rewrites: Vec<Rewrite>,
     effects: Vec<Effect>,
 }
@@ -113,6 +114,7 @@ impl Permitted {
             endpoint: req.route.endpoint.clone(),
             body: None,
             query: None,
+            container: None,
             rewrites: Vec::new(),
             effects: Vec::new(),
         }
@@ -151,6 +153,14 @@ impl Permitted {
         self
     }
 
+    /// Pins the container the request reaches to the full id that was judged: the request is
+    /// forwarded naming that id, never the client's name or prefix, so the daemon cannot resolve
+    /// the reference to another container between the decision and the forward.
+    pub(in crate::policy) fn on_container(mut self, id: &str) -> Self {
+        self.container = Some(id.to_owned());
+        self
+    }
+
     pub(in crate::policy) fn rewrite(
         mut self,
         rule: &'static str,
@@ -177,6 +187,34 @@ impl Permitted {
     }
     pub fn query(&self) -> Option<&Query> {
         self.query.as_ref()
+    }
+    /// The full id of the container named in the path, when the policy judged it.
+    pub fn container(&self) -> Option<&str> {
+        self.container.as_deref()
+    }
+
+    /// The path to forward when the policy pinned the container: the client's canonical path
+    /// with its reference replaced by the full id (the version prefix kept). `None`: forward
+    /// the client's path.
+    pub fn pinned_path(&self, canonical: &crate::api::path::CanonicalPath) -> Option<String> {
+        let id = self.container.as_deref()?;
+        let suffix = match &self.endpoint {
+            Endpoint::ExecCreate(_) => "exec",
+            Endpoint::ContainerAttach(_) => "attach",
+            Endpoint::ContainerAttachWs(_) => "attach/ws",
+            Endpoint::ContainerArchiveGet(_)
+            | Endpoint::ContainerArchiveHead(_)
+            | Endpoint::ContainerArchivePut(_) => "archive",
+            Endpoint::ContainerExport(_) => "export",
+            Endpoint::ContainerUpdate(_) => "update",
+            Endpoint::ContainerRename(_) => "rename",
+            _ => return None,
+        };
+        // The routes matched `[/v<version>]/containers/{name:.*}/<suffix>`: what precedes the
+        // first `/containers/` is the version prefix.
+        let path = canonical.as_str();
+        let prefix = &path[..path.find("/containers/")?];
+        Some(format!("{prefix}/containers/{id}/{suffix}"))
     }
     pub fn rewrites(&self) -> &[Rewrite] {
         &self.rewrites

@@ -179,7 +179,7 @@ fn check_framing(req: &Request<Incoming>) -> Result<(), ProxyError> {
     Ok(())
 }
 
-fn classify(req: &Request<Incoming>) -> Result<(Route, Query), ProxyError> {
+fn classify(req: &Request<Incoming>) -> Result<(Route, Query, CanonicalPath), ProxyError> {
     let path = CanonicalPath::parse(req.uri().path()).map_err(|e| match e {
         PathError::BadEscape | PathError::BadBytes | PathError::NotOriginForm => {
             ProxyError::BadRequest(e.to_string())
@@ -190,7 +190,7 @@ fn classify(req: &Request<Incoming>) -> Result<(Route, Query), ProxyError> {
     })?;
     let query = Query::parse(req.uri().query())
         .map_err(|e| Denial::new("request.query.invalid", e.to_string()))?;
-    Ok((route::classify(req.method().as_str(), &path), query))
+    Ok((route::classify(req.method().as_str(), &path), query, path))
 }
 
 /// Reads a JSON body whole, under the cap.
@@ -216,7 +216,7 @@ async fn handle_inner(
         method: req.method().clone(),
         uri: req.uri().clone(),
     };
-    let (route, query) = match check_framing(&req).and_then(|()| classify(&req)) {
+    let (route, query, canonical) = match check_framing(&req).and_then(|()| classify(&req)) {
         Ok(x) => x,
         Err(e) => {
             let d = if let ProxyError::Denied(d) = &e {
@@ -245,7 +245,7 @@ async fn handle_inner(
     } else {
         None
     };
-    let (parts, incoming) = req.into_parts();
+    let (mut parts, incoming) = req.into_parts();
     match need {
         BodyNeed::Json => raw_body = read_json_body(incoming, shared.policy.max_json_body).await?,
         BodyNeed::Stream => stream_body = Some(incoming),
@@ -354,6 +354,10 @@ async fn handle_inner(
             return Err(d.into());
         }
     };
+    // The container the policy judged, named by its full id (`Permitted::pinned_path`).
+    if let Some(p) = permitted.as_ref().filter(|p| p.container().is_some()) {
+        parts.uri = pinned_uri(&parts.uri, p, &canonical)?;
+    }
     // An admitted create is pending (counted by the next ones) until its answer is handled.
     let _create_slot = count_lock.take().map(|held| shared.creates.admit(held));
     let fwd_body = match (permitted.as_ref().and_then(|p| p.body()), stream_body) {
@@ -510,6 +514,29 @@ fn forward_headers(mut h: HeaderMap, upgrade: bool) -> HeaderMap {
         h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
     }
     h
+}
+
+/// The request's URI with its path replaced by the pinned one (the query kept). A pinned
+/// container on an endpoint that cannot name it is an internal error, never the client's path.
+fn pinned_uri(
+    uri: &http::Uri,
+    p: &policy::Permitted,
+    canonical: &CanonicalPath,
+) -> Result<http::Uri, ProxyError> {
+    let path = p.pinned_path(canonical).ok_or_else(|| {
+        ProxyError::Internal(format!(
+            "the policy pinned a container on `{}`, which names none",
+            p.endpoint().name()
+        ))
+    })?;
+    let pq = match uri.query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path,
+    };
+    http::Uri::builder()
+        .path_and_query(pq)
+        .build()
+        .map_err(|e| ProxyError::Internal(e.to_string()))
 }
 
 #[expect(

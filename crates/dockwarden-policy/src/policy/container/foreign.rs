@@ -9,13 +9,17 @@
 //! [`Mode::Stored`]). Its own joins (`container:` modes, `VolumesFrom`, `Links`) were judged,
 //! and pinned to full IDs, when the proxy created it, so they are not judged again.
 //!
+//! A judged request names the container by the full id that was judged, never by the client's
+//! name or ID prefix (`Judged`): a name can move to another container between the look-up (or a
+//! cached fact) and the forward, an id cannot.
+//!
 //! A reference the daemon does not know is let through: the daemon answers 404 itself.
 
 use super::{Changes, Ctx, Mode, check_host_config, fact_missing};
 use crate::api::json::{Json, Object};
 use crate::api::route::Endpoint as E;
 use crate::policy::catalogue::Rule;
-use crate::policy::{Denial, FactQuery, Facts, Policy, Request};
+use crate::policy::{Denial, FactQuery, Facts, Permitted, Policy, Request};
 
 pub const RULES: &[Rule] = &[Rule {
     id: "container.foreign",
@@ -75,20 +79,46 @@ pub fn needs_more(req: &Request, facts: &Facts) -> Vec<FactQuery> {
     }
 }
 
-/// Refuses the request when it reaches into a foreign container.
-pub fn check(req: &Request, facts: &Facts, policy: &Policy) -> Result<(), Denial> {
-    let reference = match target(req) {
-        None => return Ok(()),
-        Some(Target::Container(r)) => r,
+/// What [`check`] found the request reaches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Judged {
+    /// Nothing to judge: no container target, or one the daemon does not know.
+    Nothing,
+    /// The container named by the request (path or `container=` query), by its full id.
+    Named(String),
+    /// An exec instance's container (exec ids are matched exactly by the daemon).
+    Exec,
+}
+
+impl Judged {
+    /// The permission with the judged container pinned where the request names it.
+    pub fn pin(self, req: &Request, p: Permitted) -> Permitted {
+        let Judged::Named(id) = self else { return p };
+        if req.route.endpoint == E::Commit {
+            let mut q = req.query.clone();
+            q.set("container", &id);
+            p.with_query(q)
+        } else {
+            p.on_container(&id)
+        }
+    }
+}
+
+/// Refuses the request when it reaches into a foreign container; otherwise says which
+/// container was judged, so the request can be forwarded to exactly that one.
+pub fn check(req: &Request, facts: &Facts, policy: &Policy) -> Result<Judged, Denial> {
+    let (reference, named) = match target(req) {
+        None => return Ok(Judged::Nothing),
+        Some(Target::Container(r)) => (r, true),
         Some(Target::Exec(id)) => match facts.execs.get(&id) {
             None => return Err(fact_missing(&format!("exec instance `{id}`"))),
-            Some(None) => return Ok(()),
-            Some(Some(cid)) => cid.clone(),
+            Some(None) => return Ok(Judged::Nothing),
+            Some(Some(cid)) => (cid.clone(), false),
         },
     };
     let fact = match facts.containers.get(&reference) {
         None => return Err(fact_missing(&format!("container `{reference}`"))),
-        Some(None) => return Ok(()),
+        Some(None) => return Ok(Judged::Nothing),
         Some(Some(c)) => c,
     };
     let refuse = |why: String| {
@@ -112,6 +142,11 @@ pub fn check(req: &Request, facts: &Facts, policy: &Policy) -> Result<(), Denial
     check_host_config(&mut stored, &ctx, &mut Changes::default()).map_err(|d| {
         // One rule per refusal (`container.foreign`): the stored setting is named by its message.
         refuse(format!("does not pass the policy: {}", d.message))
+    })?;
+    Ok(if named {
+        Judged::Named(fact.id.clone())
+    } else {
+        Judged::Exec
     })
 }
 

@@ -26,7 +26,7 @@ use crate::api::json::Object;
 
 pub use foreign::RULES as FOREIGN_RULES;
 pub use foreign::{
-    check as check_foreign, needs as needs_foreign, needs_more as needs_more_foreign,
+    Judged, check as check_foreign, needs as needs_foreign, needs_more as needs_more_foreign,
 };
 pub(crate) use privilege::tmpfs_option_ok;
 pub use rules::RULES;
