@@ -30,13 +30,12 @@ pub fn routes() -> Result<Vec<HostRoute>, RouteError> {
 
 /// The pid at the other end of the daemon socket (`SO_PEERCRED`: the process that listens).
 pub fn daemon_pid(socket: &Path) -> Result<i32, RouteError> {
-    let s = std::os::unix::net::UnixStream::connect(socket)?;
-    let cred = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
-        .map_err(std::io::Error::from)?;
-    match cred.pid() {
-        p if p > 0 => Ok(p),
-        _ => Err(RouteError::NoPid(socket.display().to_string())),
-    }
+    use dockwarden_sys::peer::{PeerError, listener_pid};
+    listener_pid(socket).map_err(|e| match e {
+        PeerError::Connect { source, .. } => RouteError::Read(source),
+        PeerError::Cred(errno) => RouteError::Read(errno.into()),
+        PeerError::NotVisible => RouteError::NoPid(socket.display().to_string()),
+    })
 }
 
 /// The IPv4 routes of the network namespace of the daemon listening on `socket`.

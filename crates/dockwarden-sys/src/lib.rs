@@ -6,3 +6,4 @@
 //! `dockwarden_policy::path_clean`, not here (the policy crate may not depend on libc).
 
 pub mod memory;
+pub mod peer;

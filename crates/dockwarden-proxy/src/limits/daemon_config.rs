@@ -208,14 +208,7 @@ pub fn read(upstream: &std::path::Path, fallback: &std::path::Path) -> DaemonSet
 }
 
 fn peer_pid(upstream: &std::path::Path) -> Result<i32, String> {
-    let s = std::os::unix::net::UnixStream::connect(upstream)
-        .map_err(|e| format!("connecting to {}: {e}", upstream.display()))?;
-    let cred = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
-        .map_err(|e| format!("SO_PEERCRED: {e}"))?;
-    match cred.pid() {
-        0 => Err("its pid is not visible in this PID namespace".into()),
-        pid => Ok(pid),
-    }
+    dockwarden_sys::peer::listener_pid(upstream).map_err(|e| e.to_string())
 }
 
 /// The texts of [`findings`].
