@@ -182,7 +182,8 @@ mod tests {
     fn a_policy_cannot_publish_on_a_public_address() {
         let text =
             DEFAULT_POLICY.replace("bind_address = \"127.0.0.1\"", "bind_address = \"0.0.0.0\"");
-        assert!(Policy::from_toml(&text).is_err());
+        let e = Policy::from_toml(&text).expect_err("refused");
+        assert!(e.to_string().contains("ports.bind_address"), "{e}");
     }
 
     #[test]
@@ -191,10 +192,12 @@ mod tests {
             r#"net = ["net.*"]"#,
             r#"net = ["net.*", "kernel.core_pattern"]"#,
         );
-        assert!(Policy::from_toml(&net).is_err());
+        let e = Policy::from_toml(&net).expect_err("refused");
+        assert!(e.to_string().contains("`kernel.core_pattern`"), "{e}");
         for bad in ["kernel.*", "kernel.s*", "kernel.sem*", "fs.*"] {
             let ipc = DEFAULT_POLICY.replace(r#"ipc = ["#, &format!(r#"ipc = ["{bad}", "#));
-            assert!(Policy::from_toml(&ipc).is_err(), "{bad}");
+            let e = Policy::from_toml(&ipc).expect_err(bad);
+            assert!(e.to_string().contains(&format!("`{bad}`")), "{bad}: {e}");
         }
         assert!(Sysctls::matches("net.*", "net.ipv6.conf.all.disable_ipv6"));
         assert!(Sysctls::matches("fs.mqueue.", "fs.mqueue.msg_max"));
@@ -209,17 +212,17 @@ mod tests {
         )
         .expect("parses");
         assert_eq!(p.profile, Profile::PrivateDaemon);
-        assert!(
-            Policy::from_toml(
-                &DEFAULT_POLICY.replace("profile = \"default\"", "profile = \"open\"")
-            )
-            .is_err()
-        );
+        let e = Policy::from_toml(
+            &DEFAULT_POLICY.replace("profile = \"default\"", "profile = \"open\""),
+        )
+        .expect_err("refused");
+        assert!(e.to_string().contains("open"), "{e}");
     }
 
     #[test]
     fn unknown_keys_refuse_startup() {
         let text = format!("{DEFAULT_POLICY}\nallow_privileged = true\n");
-        assert!(Policy::from_toml(&text).is_err());
+        let e = Policy::from_toml(&text).expect_err("refused");
+        assert!(e.to_string().contains("allow_privileged"), "{e}");
     }
 }

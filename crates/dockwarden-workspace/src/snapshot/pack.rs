@@ -329,14 +329,17 @@ mod tests {
             let loc = idx.get(blake3::hash(b).as_bytes()).unwrap();
             assert_eq!(&read_object(&f, loc).unwrap(), b);
         }
-        // A flipped byte in an object: decompression fails or the content hash differs.
+        // A flipped byte in an object never reads back as the object: `read_object` checks no
+        // hash, so this only shows the damage is visible; that the store refuses it is
+        // `tests_packs::a_damaged_packed_object_fails_the_restore_as_corrupt`.
         let mut data = fs::read(path).unwrap();
         let loc = idx.get(blake3::hash(&bodies[3]).as_bytes()).unwrap();
         data[loc.offset as usize + loc.clen as usize / 2] ^= 0xff;
         fs::write(path, &data).unwrap();
         let f = File::open(path).unwrap();
-        let read = read_object(&f, loc);
-        assert!(read.is_err() || blake3::hash(&read.unwrap()) != blake3::hash(&bodies[3]));
+        if let Ok(read) = read_object(&f, loc) {
+            assert_ne!(blake3::hash(&read), blake3::hash(&bodies[3]));
+        }
         // A torn pack (cut anywhere in its index) is refused.
         let len = data.len();
         for cut in [len - 1, len - TRAILER, len - TRAILER - ENTRY / 2, 3] {
