@@ -25,9 +25,9 @@ enum Command {
     /// Print the rule catalogue.
     Rules(dockwarden::cli::rules::RulesArgs),
     /// Run the workspace lifecycle service.
-    Serve(dockwarden::cli::workspace::ServeArgs),
+    Serve(dockwarden::cli::serve::ServeArgs),
     /// Talk to the workspace lifecycle service.
-    Ws(dockwarden::cli::workspace::WsArgs),
+    Ws(dockwarden::cli::ws::WsArgs),
     /// PID 1 of a workspace's sandbox (started by the service; docs/isolation.md).
     #[command(hide = true)]
     SandboxInit(dockwarden::workspace::sandbox::InitArgs),
@@ -55,9 +55,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Rules(a) => dockwarden::cli::rules::main(a),
         Command::Serve(a) => {
             with_returning_malloc()?;
-            runtime()?.block_on(dockwarden::cli::workspace::serve(a))
+            runtime()?.block_on(dockwarden::cli::serve::serve(a))
         }
-        Command::Ws(a) => runtime()?.block_on(dockwarden::cli::workspace::ws(a)),
+        Command::Ws(a) => runtime()?.block_on(dockwarden::cli::ws::ws(a)),
         Command::SandboxInit(a) => dockwarden::workspace::sandbox::init_main(a),
         Command::Secrets(a) => dockwarden::cli::secrets::main(a),
     }

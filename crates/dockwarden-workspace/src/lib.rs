@@ -12,7 +12,6 @@ pub mod events;
 mod fdnames;
 pub mod files;
 pub(crate) mod gitsafe;
-pub mod human;
 mod idle;
 pub mod lock;
 pub mod model;

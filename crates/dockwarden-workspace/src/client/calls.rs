@@ -153,11 +153,13 @@ impl Client {
         self.raw(Method::GET, &url, Vec::new(), "").await
     }
 
-    pub async fn write_file(&self, id: &str, path: &str, data: Vec<u8>) -> R<()> {
+    /// Writes a file; the answer says whether the workspace was resumed for it.
+    pub async fn write_file(&self, id: &str, path: &str, data: Vec<u8>) -> R<Value> {
         let url = format!("{}/files/content?path={}", ws_path(id), enc(path));
-        self.raw(Method::PUT, &url, data, "application/octet-stream")
-            .await
-            .map(|_| ())
+        let answer = self
+            .raw(Method::PUT, &url, data, "application/octet-stream")
+            .await?;
+        Ok(serde_json::from_slice(&answer).unwrap_or(Value::Null))
     }
 
     pub async fn file_call(&self, id: &str, call: &FileCall) -> R<Value> {
