@@ -3,6 +3,10 @@
 //! A store of workspaces, each a state machine (creating → ready → running ↔ stopped →
 //! deleted) with a worktree, an unprivileged uid, snapshots in a content-addressed store,
 //! and a runtime behind a trait. `api` serves it over HTTP on a Unix socket.
+//!
+//! `daemon::run` is the entry point (`dockwarden serve`); `client` is what `dockwarden ws`
+//! talks through. It sits above `dockwarden-proxy` (the child proxy's typed arguments) and
+//! `dockwarden-sys`, below the `dockwarden` binary. See ARCHITECTURE.md.
 
 pub mod api;
 pub mod client;
