@@ -1,11 +1,12 @@
 //! dockwarden: the binary's library half. The work lives in the workspace's crates, layered
 //! one way (ARCHITECTURE.md):
 //!
-//! `dockwarden-policy` (pure) ← `dockwarden-sys` ← `dockwarden-proxy` ← `dockwarden-workspace`
-//! ← `dockwarden` (this crate: the clap commands in `cli`).
+//! `dockwarden-policy` (pure) and `dockwarden-sys` (Linux primitives) are leaves;
+//! `dockwarden-proxy` builds on both, `dockwarden-workspace` on all three, and `dockwarden`
+//! (this crate: the clap commands in `cli`) on everything.
 //!
-//! They are re-exported under the paths they had when this was one crate, so tests, benches
-//! and the fuzz targets name `dockwarden::policy::..`, `dockwarden::workspace::..` as before.
+//! They are re-exported under the paths they had when this was one crate, so tests and
+//! benches name `dockwarden::policy::..`, `dockwarden::workspace::..` as before.
 #![deny(unsafe_code)]
 
 pub use dockwarden_policy::{api, policy};

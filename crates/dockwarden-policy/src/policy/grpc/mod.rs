@@ -1,7 +1,7 @@
 //! BuildKit's gRPC API on `POST /grpc`, judged call by call.
 //!
 //! The proxy terminates the HTTP/2 that buildx and Compose v2 speak after the `/grpc` upgrade
-//! (`src/proxy/grpc.rs`) and asks this module about every call (one HTTP/2 stream): first by
+//! (`crates/dockwarden-proxy/src/proxy/grpc.rs`) and asks this module about every call (one HTTP/2 stream): first by
 //! its method path ([`classify`]), then, for the methods that need it, by its one request
 //! message ([`decide`]). Everything here is pure; decisions are in `docs/networks-build.md`.
 //!
