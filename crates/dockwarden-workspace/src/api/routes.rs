@@ -18,7 +18,7 @@ pub enum FilesRoute {
     WriteBatch,
 }
 
-/// Every endpoint. `Unknown` answers 404; `WrongMethod` answers 405.
+/// Every endpoint. `Unknown` answers 404; `WrongMethod` answers 400 `invalid`, naming the methods the path takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
     Health,
