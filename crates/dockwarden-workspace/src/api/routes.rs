@@ -18,7 +18,7 @@ pub enum FilesRoute {
     WriteBatch,
 }
 
-/// Every endpoint. `Unknown` answers 404; `WrongMethod` answers 400 `invalid`, naming the methods the path takes.
+/// Every endpoint. `Unknown` answers 404; `WrongMethod` answers 400 `invalid`, naming the method.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
     Health,
