@@ -256,3 +256,96 @@ fn unchanged_files_are_not_stored_again() {
     );
     assert_eq!(second["bytes"], first["bytes"]);
 }
+
+/// Seed 004: `kill()` keeps the snapshots, so `connect` still works. Thirty manual snapshots
+/// of a workspace that is then stopped are all listed, with `--keep-snapshots 1`, and a fork
+/// from the oldest has its content. Meanwhile baselines refreshed every second are pruned
+/// once a newer one supersedes them: the create's own baseline goes, the manual ones stay.
+#[test]
+fn thirty_snapshots_of_a_stopped_workspace_are_all_listed_and_the_oldest_forks() {
+    let svc = Svc::start(
+        30250,
+        &[
+            "--keep-snapshots",
+            "1",
+            "--baseline-stale-after",
+            "1",
+            "--tick-ms",
+            "100",
+        ],
+        &[],
+    );
+    svc.ok("POST", "/v1/workspaces", Some(json!({ "id": "r" })));
+    let first = svc.ok("GET", "/v1/workspaces/r/snapshots", None)[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut manual = Vec::new();
+    for i in 0..30 {
+        svc.exec("r", &format!("echo {i} > n.txt"));
+        let s = svc.ok("POST", "/v1/workspaces/r/snapshot", None);
+        manual.push(s["id"].as_str().unwrap().to_owned());
+    }
+    let listed = |svc: &Svc| -> Vec<(String, String)> {
+        svc.ok("GET", "/v1/workspaces/r/snapshots", None)
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["id"].as_str().unwrap().to_owned(),
+                    s["reason"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    // Baselines every second while the workspace is live and used (a baseline is refreshed
+    // only after activity): the superseded ones are pruned in batches of five, the create's
+    // first among them.
+    wait_until(
+        Duration::from_secs(60),
+        "a superseded baseline pruned",
+        || {
+            svc.exec("r", "true");
+            std::thread::sleep(Duration::from_millis(300));
+            !listed(&svc).iter().any(|(id, _)| *id == first)
+        },
+    );
+    let now = listed(&svc);
+    for id in &manual {
+        assert!(
+            now.iter().any(|(s, _)| s == id),
+            "manual {id} pruned: {now:?}"
+        );
+    }
+    let baselines = now.iter().filter(|(_, r)| r == "baseline").count();
+    assert!(
+        baselines <= 1 + 1 + 4,
+        "{baselines} baselines kept: {now:?}"
+    );
+
+    // Stopped: nothing more is pruned, every manual snapshot is still there.
+    svc.ok("POST", "/v1/workspaces/r/kill", None);
+    std::thread::sleep(Duration::from_secs(2));
+    let stopped = listed(&svc);
+    for id in &manual {
+        assert!(
+            stopped.iter().any(|(s, _)| s == id),
+            "manual {id} pruned: {stopped:?}"
+        );
+    }
+    assert!(stopped.iter().any(|(_, r)| r == "kill"), "{stopped:?}");
+    // A fork from the oldest manual snapshot has its content.
+    svc.ok(
+        "POST",
+        "/v1/workspaces",
+        Some(json!({ "id": "r-old", "from": manual[0] })),
+    );
+    assert_eq!(svc.exec("r-old", "cat n.txt")["stdout"], "0\n");
+    // The fork's parent snapshot is referenced: still there after more captures of `r`.
+    svc.ok("POST", "/v1/workspaces/r/connect", None);
+    svc.ok("POST", "/v1/workspaces/r/snapshot", None);
+    assert!(listed(&svc).iter().any(|(s, _)| *s == manual[0]));
+    svc.ok("DELETE", "/v1/workspaces/r-old", None);
+    svc.ok("DELETE", "/v1/workspaces/r", None);
+}

@@ -37,7 +37,9 @@ pub struct ServeArgs {
     /// Age after which a baseline snapshot of an active workspace is refreshed, in seconds.
     #[arg(long, default_value_t = 600)]
     pub baseline_stale_after: u64,
-    /// Snapshots kept per workspace; older ones are pruned (a few at a time).
+    /// Superseded automatic snapshots (baselines, idle stops) kept per workspace beside the
+    /// newest; older ones are pruned, a few at a time. Manual and kill snapshots, a stopped
+    /// workspace's, and any a stop record or a fork refers to are never pruned.
     #[arg(long, default_value_t = 20)]
     pub keep_snapshots: usize,
     /// Engine binary for docker-compose workspaces (each gets a private daemon of its own).

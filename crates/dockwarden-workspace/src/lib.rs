@@ -24,6 +24,7 @@ pub(crate) mod provision;
 mod recovery;
 pub mod reserve;
 pub mod resources;
+pub mod retention;
 pub mod runtime;
 pub mod sandbox;
 pub mod secrets;

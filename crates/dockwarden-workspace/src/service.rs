@@ -35,7 +35,7 @@ pub struct Config {
     pub tick: Duration,
     /// A baseline snapshot older than this is refreshed while the workspace is live.
     pub baseline_stale_after: Duration,
-    /// Snapshots kept per workspace; older ones are pruned.
+    /// Superseded automatic snapshots kept per workspace beside the newest (`retention`).
     pub keep_snapshots: usize,
 }
 

@@ -2,7 +2,7 @@
 
 use tracing::{debug, info, warn};
 
-/// Snapshots beyond the limit are pruned once this many have accumulated.
+/// Prunable snapshots are pruned once this many have accumulated.
 const PRUNE_BATCH: usize = 5;
 
 use crate::error::{WsError, WsResult};
@@ -71,24 +71,38 @@ impl Service {
         progress: ProgressSink,
     ) -> WsResult<SnapshotInfo> {
         let info = self.capture_and_record(id, reason, progress).await?;
-        self.prune_snapshots(id).await;
+        if crate::retention::prunes_after(reason) {
+            self.prune_snapshots(id).await;
+        }
         Ok(info)
     }
 
-    /// Drops the oldest snapshots beyond `cfg.keep_snapshots` (in batches, since collecting
-    /// garbage reads every manifest). Failures are logged: retention is housekeeping.
+    /// Prunes the automatic snapshots that newer ones supersede, keeping `cfg.keep_snapshots`
+    /// of them and every snapshot something refers to (`retention`), in batches since
+    /// collecting garbage reads every manifest. Failures are logged: retention is housekeeping.
     async fn prune_snapshots(&self, id: &str) {
-        let keep = self.cfg.keep_snapshots.max(1);
         let Ok(snaps) = self.store.snapshots_of(id) else {
             return;
         };
-        if snaps.len() <= keep + PRUNE_BATCH {
+        let Ok(all) = self.store.list() else {
+            return;
+        };
+        let mut referenced: std::collections::BTreeSet<String> =
+            all.iter().filter_map(|w| w.from_snapshot.clone()).collect();
+        if let Some(ws) = all.iter().find(|w| w.id == id) {
+            referenced.extend(ws.latest_snapshot.clone());
+            referenced.extend(ws.last_stop.as_ref().and_then(|s| s.snapshot_id.clone()));
+        }
+        let infos: Vec<_> = snaps.into_iter().map(|(s, _)| s).collect();
+        let old = crate::retention::prunable(&infos, self.cfg.keep_snapshots, &referenced);
+        if old.len() < PRUNE_BATCH {
             return;
         }
-        let old: Vec<String> = snaps[keep..].iter().map(|(s, _)| s.id.clone()).collect();
         let pruned = self.store.tx(|tx| store::delete_snapshots(tx, &old));
         match pruned.map(|()| old.len()) {
-            Ok(n) => debug!(workspace.id = %id, snapshot.pruned = n, "old snapshots pruned"),
+            Ok(n) => {
+                debug!(workspace.id = %id, snapshot.pruned = n, "superseded automatic snapshots pruned")
+            }
             Err(e) => warn!(workspace.id = %id, error = %e, "snapshot pruning failed"),
         }
         if let Err(e) = self.collect_garbage().await {
