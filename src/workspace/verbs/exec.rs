@@ -8,9 +8,8 @@ use crate::workspace::events::Resumed;
 use crate::workspace::model::{ExecRequest, ExecResult};
 use crate::workspace::runtime::Chunk;
 use crate::workspace::service::{ExecGuard, Service};
-use crate::workspace::status::Status;
+use crate::workspace::status::{Status, Verb};
 use crate::workspace::store;
-use crate::workspace::verbs::resume::not_live_hint;
 
 impl Service {
     /// `exec` that first resumes a stopped workspace and heals an invalid worktree.
@@ -42,15 +41,10 @@ impl Service {
         if req.cmd.trim().is_empty() {
             return Err(WsError::Invalid("the command is empty".into()));
         }
-        let ws = self.store.require(id)?;
-        Self::guard(&ws, ws.status.can_exec(), "exec", not_live_hint(ws.status))?;
-        let live = self.live(id);
         // Checked again under the gate: a kill may have finished while this call waited.
-        let _running = live.run_gate.clone().read_owned().await;
-        let mut ws = self.store.require(id)?;
-        Self::guard(&ws, ws.status.can_exec(), "exec", not_live_hint(ws.status))?;
+        let (running, mut ws) = self.gated(id, Verb::Exec).await?;
         // INVARIANT: counted as activity from before the first byte runs until it ends.
-        let _activity = ExecGuard::new(live);
+        let _activity = ExecGuard::new(running.live().clone());
         if ws.status == Status::Ready {
             ws.status = Status::Running;
             match self.store.tx(|tx| store::put_ws(tx, &ws)) {

@@ -10,27 +10,13 @@ use crate::workspace::events::{Resumed, SnapshotTaken};
 use crate::workspace::model::{SnapshotInfo, random_hex};
 use crate::workspace::service::{ProgressSink, Service};
 use crate::workspace::snapshot::{Captured, Manifest};
+use crate::workspace::status::Verb;
 use crate::workspace::store;
 
 impl Service {
     /// Takes a snapshot now (an exclusive operation).
     pub async fn snapshot(&self, id: &str, progress: ProgressSink) -> WsResult<SnapshotInfo> {
-        let ws = self.store.require(id)?;
-        Self::guard(
-            &ws,
-            ws.status.can_snapshot(),
-            "snapshot",
-            crate::workspace::verbs::resume::not_live_hint(ws.status),
-        )?;
-        let live = self.live(id);
-        let _op = live.op.lock().await;
-        let ws = self.store.require(id)?;
-        Self::guard(
-            &ws,
-            ws.status.can_snapshot(),
-            "snapshot",
-            crate::workspace::verbs::resume::not_live_hint(ws.status),
-        )?;
+        let (_op, _) = self.exclusive(id, Verb::Snapshot).await?;
         self.capture_locked(id, "manual", progress).await
     }
 
