@@ -16,6 +16,8 @@ pub mod human;
 mod idle;
 pub mod lock;
 pub mod model;
+pub mod model_resources;
+pub mod model_runtime;
 pub mod preflight;
 pub(crate) mod provision;
 mod recovery;

@@ -11,20 +11,11 @@ use crate::workspace::error::WsResult;
 use crate::workspace::model::Workspace;
 use crate::workspace::runtime::docker::Layout;
 use crate::workspace::runtime::select::{self, DirView, GitView, RepoView};
-use crate::workspace::runtime::{RuntimeKind, Selection, Source};
+use crate::workspace::runtime::{RuntimeKind, Selection};
 use crate::workspace::service::Service;
 use crate::workspace::store;
 
-/// The selection of a record made before runtimes existed.
-pub fn standard_selection() -> Selection {
-    Selection {
-        runtime: RuntimeKind::Standard,
-        source: Source::Default,
-        evidence: Vec::new(),
-        setting: None,
-        truncated: false,
-    }
-}
+pub use crate::workspace::model_runtime::standard_selection;
 
 /// What a docker-compose `connect` or `restart` cannot bring back by itself.
 pub const RESTART_NOTE: &str = "the Docker daemon was restarted on the same data (images, named volumes): containers and previews are stopped and need starting again (for example `docker compose up -d`)";
