@@ -1,15 +1,16 @@
-//! dockwarden: a default-deny Docker Engine API policy proxy on a Unix socket.
+//! dockwarden: the binary's library half. The work lives in the workspace's crates, layered
+//! one way (ARCHITECTURE.md):
 //!
-//! See ARCHITECTURE.md for the pipeline and the invariants each module keeps.
+//! `dockwarden-policy` (pure) ← `dockwarden-sys` ← `dockwarden-proxy` ← `dockwarden-workspace`
+//! ← `dockwarden` (this crate: the clap commands in `cli`).
+//!
+//! They are re-exported under the paths they had when this was one crate, so tests, benches
+//! and the fuzz targets name `dockwarden::policy::..`, `dockwarden::workspace::..` as before.
 #![deny(unsafe_code)]
 
-// The pure core lives in the `dockwarden-policy` crate; re-exported under its old paths so
-// `crate::api::..`, `crate::policy::..` and `dockwarden::policy::..` keep naming the same items.
 pub use dockwarden_policy::{api, policy};
+pub use dockwarden_proxy::{hostfs, hostnet, limits, proxy};
+pub use dockwarden_sys as sys;
+pub use dockwarden_workspace as workspace;
 
 pub mod cli;
-pub mod hostfs;
-pub mod hostnet;
-pub mod limits;
-pub mod proxy;
-pub mod workspace;

@@ -1,8 +1,6 @@
 //! Command implementations behind the thin `main`.
 
-pub mod budget;
-pub mod logging;
-pub mod proxy;
+pub use dockwarden_proxy::cli::{budget, logging, proxy};
 pub mod rules;
 pub mod secrets;
 pub mod workspace;

@@ -1,0 +1,77 @@
+//! Background upkeep: idle stop, and refreshing the baseline snapshot when it is missing
+//! or stale. Captures are deferred while setup or an exclusive operation holds the lock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::{debug, info, warn};
+
+use crate::model::{Workspace, now_ms};
+use crate::service::{Service, no_progress};
+
+impl Service {
+    /// Runs upkeep every `cfg.tick` until the task is dropped.
+    pub async fn upkeep_loop(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(self.cfg.tick);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            // Taken again once a full disk has room (it was given up to close a journal).
+            self.store.reserve.ensure();
+            let Ok(all) = self.store.list() else { continue };
+            for ws in all.into_iter().filter(|w| w.status.is_live()) {
+                self.upkeep_one(&ws).await;
+            }
+        }
+    }
+
+    async fn upkeep_one(&self, ws: &Workspace) {
+        let live = self.live(&ws.id);
+        if !self.worktree_valid(ws) {
+            // Healed here too, not only when a call comes: the run script needs its tree.
+            if let Ok(_op) = live.op.try_lock() {
+                let healed = self
+                    .heal_locked(&ws.id, "worktree missing or invalid (found by upkeep)")
+                    .await;
+                if let Err(e) = healed {
+                    warn!(workspace.id = %ws.id, error = %e, "restoring the worktree failed");
+                }
+            }
+            return;
+        }
+        let idle = live.idle_for();
+        if idle >= Duration::from_secs(ws.idle_timeout_secs) {
+            info!(workspace.id = %ws.id, idle.secs = idle.as_secs(), "idle timeout; stopping");
+            if let Err(e) = self.kill(&ws.id, "idle", no_progress()).await {
+                warn!(workspace.id = %ws.id, error = %e, "idle stop failed");
+            }
+            return;
+        }
+        if !self.baseline_due(ws) {
+            return;
+        }
+        // Deferred, not waited for: setup and exclusive operations hold this lock.
+        let Ok(_op) = live.op.try_lock() else {
+            debug!(workspace.id = %ws.id, "baseline capture deferred: workspace busy");
+            return;
+        };
+        if let Err(e) = self.capture_locked(&ws.id, "baseline", no_progress()).await {
+            warn!(workspace.id = %ws.id, error = %e, "baseline refresh failed");
+        }
+    }
+
+    /// True when the workspace has no snapshot, or its newest is older than the limit.
+    fn baseline_due(&self, ws: &Workspace) -> bool {
+        let Ok(snaps) = self.store.snapshots_of(&ws.id) else {
+            return false;
+        };
+        match snaps.first() {
+            None => true,
+            Some((s, _)) => {
+                let age = Duration::from_millis(now_ms().saturating_sub(s.created_at_ms));
+                // Stale only if something happened since: unchanged workspaces keep theirs.
+                age >= self.cfg.baseline_stale_after && self.live(&ws.id).idle_for() < age
+            }
+        }
+    }
+}

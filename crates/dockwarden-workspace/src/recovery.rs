@@ -1,0 +1,280 @@
+//! Recovery: restoring an invalid worktree from the newest good snapshot (reporting what
+//! could not be recovered), and rolling interrupted transitions back or forward at start.
+
+use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use tracing::{info, warn};
+
+use crate::error::{WsError, WsResult};
+use crate::model::{RecoveryReport, Workspace, now_ms, random_hex};
+use crate::service::{ProgressSink, Service, no_progress};
+use crate::snapshot::{EntryKind, Manifest};
+use crate::status::Status;
+use crate::{store, worktree};
+
+impl Service {
+    /// Replaces the worktree of `ws` with its newest snapshot that restores cleanly.
+    /// The caller holds the op lock.
+    pub(crate) async fn restore_locked(
+        &self,
+        ws: &Workspace,
+        reason: &str,
+        progress: ProgressSink,
+    ) -> WsResult<RecoveryReport> {
+        // Processes still running in the damaged tree would keep writing into it.
+        let (_stopped_gate, _) = self.stop_all(ws).await?;
+        let wt = self.worktree(&ws.id);
+        let staging = self
+            .ws_dir(&ws.id)
+            .join(format!("worktree.restore-{}", random_hex(4)));
+        let (restored, mut notes) = self.restore_newest(ws, &staging, progress).await?;
+        let unrecovered = match (&restored, wt.exists()) {
+            (Some(m), true) => changed_since(&wt, m),
+            (None, _) => vec!["(every file: no usable snapshot)".to_string()],
+            // INVARIANT: never an empty list after a full deletion: what changed is unknown.
+            (Some(m), false) => vec![format!(
+                "(unknown: the worktree was gone; every change after snapshot `{}` is lost)",
+                m.id
+            )],
+        };
+        let preserved_at = self.set_aside(&ws.id, &wt)?;
+        match &restored {
+            Some(_) => std::fs::rename(&staging, &wt).map_err(|e| WsError::io(&wt, e))?,
+            None => {
+                std::fs::create_dir(&wt).map_err(|e| WsError::io(&wt, e))?;
+                worktree::chown_tree(&wt, self.owner(ws))?;
+                notes.push("no usable snapshot; the worktree is empty".into());
+            }
+        }
+        if restored.is_some() && !unrecovered.is_empty() {
+            notes.push(format!(
+                "{} path(s) changed after the snapshot and were not recovered",
+                unrecovered.len()
+            ));
+        }
+        notes.push("changes made after the snapshot was taken may be lost".into());
+        let report = RecoveryReport {
+            at_ms: now_ms(),
+            reason: reason.to_string(),
+            restored_from: restored.as_ref().map(|m| m.id.clone()),
+            snapshot_created_at_ms: restored.as_ref().map(|m| m.created_at_ms),
+            unrecovered,
+            preserved_at,
+            note: notes.join("; "),
+        };
+        warn!(workspace.id = %ws.id, recovery.from = ?report.restored_from, recovery.unrecovered = report.unrecovered.len(), "worktree restored");
+        Ok(report)
+    }
+
+    /// Restores the newest snapshot that loads and passes its checksums into `staging`;
+    /// the errors of the ones skipped become notes of the report.
+    async fn restore_newest(
+        &self,
+        ws: &Workspace,
+        staging: &Path,
+        progress: ProgressSink,
+    ) -> WsResult<(Option<Manifest>, Vec<String>)> {
+        let mut notes = Vec::new();
+        for (info, sha) in self.store.snapshots_of(&ws.id)? {
+            let (snaps, dest, owner, p) = (
+                self.snapshots.clone(),
+                staging.to_path_buf(),
+                self.owner(ws),
+                progress.clone(),
+            );
+            let attempt = tokio::task::spawn_blocking(move || {
+                let m = snaps.load(&info.id, &sha)?;
+                snaps.restore(&m, &dest, owner, &*p).map(|()| m)
+            })
+            .await
+            .map_err(|e| WsError::Internal(format!("restore task: {e}")))?;
+            match attempt {
+                Ok(m) => return Ok((Some(m), notes)),
+                Err(e) => {
+                    warn!(workspace.id = %ws.id, error = %e, "snapshot unusable; trying an older one");
+                    notes.push(e.to_string());
+                    let _ = std::fs::remove_dir_all(staging);
+                }
+            }
+        }
+        Ok((None, notes))
+    }
+
+    /// Moves what is left of a damaged worktree out of the way, keeping it for inspection.
+    fn set_aside(&self, id: &str, wt: &Path) -> WsResult<Option<String>> {
+        if std::fs::symlink_metadata(wt).is_err() {
+            return Ok(None);
+        }
+        let aside = self.ws_dir(id).join(format!("lost+found-{}", now_ms()));
+        std::fs::rename(wt, &aside).map_err(|e| WsError::io(&aside, e))?;
+        Ok(Some(aside.display().to_string()))
+    }
+
+    /// Rolls interrupted transitions back or forward, clears debris, and restores invalid
+    /// worktrees of live workspaces. Runs before the API accepts requests.
+    pub async fn recover_on_start(&self) -> WsResult<()> {
+        for j in self.store.journal()? {
+            info!(workspace.id = %j.workspace_id, journal.op = %j.op, "finishing interrupted operation");
+            match j.op.as_str() {
+                // Never acknowledged: roll back.
+                "create" => {
+                    self.tear_down_runtime(&j.workspace_id).await;
+                    let _ = std::fs::remove_dir_all(self.ws_dir(&j.workspace_id));
+                    self.store.tx(|tx| store::delete_ws(tx, &j.workspace_id))?;
+                }
+                "delete" => self.finish_delete(&j.workspace_id).await?,
+                "kill" => self.finish_kill(&j.workspace_id, j.seq).await?,
+                // A snapshot not yet recorded is garbage; connect changes nothing until commit.
+                _ => self.store.end(j.seq)?,
+            }
+        }
+        self.collect_garbage().await?;
+        self.sweep_unknown_dirs().await?;
+        for ws in self.store.list()? {
+            self.clear_debris(&ws.id);
+            self.reap_leftovers(&ws).await;
+            self.recover_runtime(&ws).await;
+            if ws.status.is_live() && !self.worktree_valid(&ws) {
+                let live = self.live(&ws.id);
+                let _op = live.op.lock().await;
+                let report = self
+                    .restore_locked(&ws, "worktree invalid at service start", no_progress())
+                    .await?;
+                let mut ws = self.store.require(&ws.id)?;
+                ws.last_recovery = Some(report);
+                self.store.tx(|tx| store::put_ws(tx, &ws))?;
+            }
+            if ws.status.is_live() {
+                // Stopped with the last service (or reaped above); back with this one.
+                self.start_run_script(&ws);
+            }
+        }
+        Ok(())
+    }
+
+    async fn finish_kill(&self, id: &str, seq: i64) -> WsResult<()> {
+        let Some(mut ws) = self.store.get(id)? else {
+            return self.store.end(seq);
+        };
+        let spec = self.run_spec(&ws, &BTreeMap::new())?;
+        self.runtime.stop(&spec).await?;
+        self.runtime.down(&spec).await?;
+        ws.status = Status::Stopped;
+        self.store.tx(|tx| {
+            store::put_ws(tx, &ws)?;
+            store::end_in(tx, seq)
+        })
+    }
+
+    /// A workspace directory without a record (a delete or create cut short before the
+    /// journal knew it): whatever runtime it holds is stopped and the directory removed.
+    /// Then the network links of uids in range that no workspace holds are deleted.
+    async fn sweep_unknown_dirs(&self) -> WsResult<()> {
+        let workspaces = self.store.list()?;
+        let known: std::collections::HashSet<String> =
+            workspaces.iter().map(|w| w.id.clone()).collect();
+        let Ok(rd) = std::fs::read_dir(self.cfg.state_dir.join("workspaces")) else {
+            return Ok(());
+        };
+        for ent in rd.flatten() {
+            let name = ent.file_name().to_string_lossy().into_owned();
+            if !known.contains(&name) {
+                warn!(workspace.id = %name, "removing the directory of a workspace with no record");
+                crate::runtime::docker::sweep(&ent.path()).await;
+                crate::runtime::wsnet::release_ns(&ent.path());
+                let _ = std::fs::remove_dir_all(ent.path());
+            }
+        }
+        if self.runtime.isolates_users() {
+            let held: std::collections::HashSet<u32> = workspaces.iter().map(|w| w.uid).collect();
+            let range = self.cfg.uid_base..self.cfg.uid_base.saturating_add(self.cfg.uid_count);
+            crate::runtime::wsnet::sweep_links(range, &held);
+        }
+        Ok(())
+    }
+
+    /// After a service crash the daemons and proxies of the last process may still run:
+    /// they are stopped (never two on one data root), then live docker workspaces get theirs
+    /// started again; stopped ones stay down.
+    async fn recover_runtime(&self, ws: &Workspace) {
+        let Ok(spec) = self.run_spec(ws, &BTreeMap::new()) else {
+            return;
+        };
+        if let Err(e) = self.runtime.down(&spec).await {
+            warn!(workspace.id = %ws.id, error = %e, "stopping a runtime left by the last service failed");
+        }
+        if ws.status.is_live()
+            && let Err(e) = self.runtime.up(&spec).await
+        {
+            warn!(workspace.id = %ws.id, error = %e, "restarting the runtime failed");
+        }
+    }
+
+    fn clear_debris(&self, id: &str) {
+        let Ok(dir) = std::fs::read_dir(self.ws_dir(id)) else {
+            return;
+        };
+        for ent in dir.flatten() {
+            if ent
+                .file_name()
+                .to_string_lossy()
+                .starts_with("worktree.restore-")
+            {
+                let _ = std::fs::remove_dir_all(ent.path());
+            }
+        }
+    }
+}
+
+/// Paths in the damaged worktree that are new or differ (type, size, mtime) from `m`.
+fn changed_since(wt: &Path, m: &Manifest) -> Vec<String> {
+    let known: HashMap<&str, &EntryKind> = m
+        .entries
+        .iter()
+        .map(|e| (e.path.as_str(), &e.kind))
+        .collect();
+    let mut out = Vec::new();
+    walk_changed(wt, "", &known, &mut out);
+    out.sort();
+    out.truncate(1000);
+    out
+}
+
+fn walk_changed(
+    dir: &Path,
+    prefix: &str,
+    known: &HashMap<&str, &EntryKind>,
+    out: &mut Vec<String>,
+) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for ent in rd.flatten() {
+        let path = format!("{prefix}{}", ent.file_name().to_string_lossy());
+        let Ok(meta) = std::fs::symlink_metadata(ent.path()) else {
+            continue;
+        };
+        let same = match known.get(path.as_str()) {
+            Some(EntryKind::Dir { .. }) => meta.is_dir(),
+            Some(EntryKind::Symlink { .. }) => meta.file_type().is_symlink(),
+            Some(EntryKind::File { size, mtime_ns, .. }) => {
+                meta.is_file()
+                    && meta.len() == *size
+                    && meta
+                        .mtime()
+                        .saturating_mul(1_000_000_000)
+                        .saturating_add(meta.mtime_nsec())
+                        == *mtime_ns
+            }
+            None => false,
+        };
+        if !same {
+            out.push(path.clone());
+        }
+        if meta.is_dir() {
+            walk_changed(&ent.path(), &format!("{path}/"), known, out);
+        }
+    }
+}

@@ -1,0 +1,693 @@
+//! `DockerRuntime`, the `docker-compose` runtime: per workspace, a network namespace of its
+//! own (`netns`, with its link to the host from `wsnet`), a private dockerd in it
+//! (`dockerd`) with a root-only socket, and a dockwarden proxy in front (`proxy`) whose
+//! socket, owned by the workspace uid, is `DOCKER_HOST` for every command. Commands run as
+//! the workspace uid inside the namespace, through the same process code as the standard
+//! runtime.
+//!
+//! INVARIANT: the daemon socket is 0600 root in a root-owned directory that only the
+//! workspace's group may search (0710: dockerd's remapped root must reach its data root);
+//! only the proxy socket is reachable by the workspace uid.
+//! INVARIANT: the daemon runs with `userns-remap` (`subid.rs`): container root is the
+//! workspace uid, never host root.
+//! INVARIANT: `up` returns only once the daemon and the proxy both answer `/_ping`.
+
+pub mod api;
+pub mod containerd;
+pub mod dockerd;
+pub mod leftovers;
+pub mod netns;
+pub mod proxy;
+pub mod subid;
+
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use super::{BoxFut, Chunk, LocalRuntime, RunSpec, Runtime};
+use crate::error::{WsError, WsResult};
+use crate::model::ExecResult;
+
+/// How long dockerd and the proxy get to answer `/_ping` after start.
+const READY_WITHIN: Duration = Duration::from_secs(60);
+/// Seconds a container gets to stop before it is killed.
+const STOP_SECS: u32 = 3;
+/// How long processes left in a cgroup, and then the cgroup itself, get to go.
+const CGROUP_GONE_WITHIN: Duration = Duration::from_secs(5);
+
+/// What `serve` configures for the docker-compose runtime.
+#[derive(Debug, Clone)]
+pub struct DockerConfig {
+    /// The engine binary (`/usr/sbin/dockerd`, `/opt/docker26/usr/sbin/dockerd`).
+    pub dockerd: PathBuf,
+    /// The dockwarden binary, run as `dockwarden proxy`.
+    pub exe: PathBuf,
+    /// Image archives (`docker save` output) loaded into every new daemon before setup.
+    pub preload: Vec<PathBuf>,
+}
+
+/// Where one workspace's runtime keeps its state.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// Root-only directory holding everything below except the proxy socket and the shim.
+    pub dir: PathBuf,
+    pub data_root: PathBuf,
+    pub exec_root: PathBuf,
+    pub pidfile: PathBuf,
+    pub daemon_socket: PathBuf,
+    pub daemon_json: PathBuf,
+    pub dockerd_log: PathBuf,
+    pub netns: PathBuf,
+    pub pin_dir: PathBuf,
+    pub audit_log: PathBuf,
+    pub proxy_log: PathBuf,
+    pub proxy_pidfile: PathBuf,
+    /// The proxy's arguments (`cli::proxy::ProxyArgs` as JSON, root-only).
+    pub proxy_args: PathBuf,
+    /// The proxy's policy file (the default policy, `private-daemon` profile).
+    pub policy: PathBuf,
+    /// The workspace's `DOCKER_HOST` socket (in the workspace directory, owned by its uid).
+    pub proxy_socket: PathBuf,
+    /// Root-owned directory first on the PATH of workspace commands (the `sudo` shim).
+    pub shim_dir: PathBuf,
+    /// Parent cgroup of the workspace's containers.
+    pub cgroup_name: String,
+    /// The container id ranges of the workspace (`userns-remap`, `subid.rs`).
+    pub ranges: subid::Ranges,
+}
+
+impl Layout {
+    pub fn new(ws_dir: &Path, uid: u32) -> Layout {
+        let dir = ws_dir.join("docker");
+        Layout {
+            data_root: dir.join("data"),
+            exec_root: dir.join("exec"),
+            pidfile: dir.join("docker.pid"),
+            daemon_socket: dir.join("docker.sock"),
+            daemon_json: dir.join("daemon.json"),
+            dockerd_log: dir.join("dockerd.log"),
+            netns: dir.join("netns"),
+            pin_dir: dir.join("pins"),
+            audit_log: dir.join("audit.log"),
+            proxy_log: dir.join("proxy.log"),
+            proxy_pidfile: dir.join("proxy.pid"),
+            proxy_args: dir.join("proxy.json"),
+            policy: dir.join("policy.toml"),
+            proxy_socket: ws_dir.join("docker.sock"),
+            shim_dir: ws_dir.join("bin"),
+            // Containers get half of the workspace's burst limit, in a child of its cgroup.
+            cgroup_name: format!("dockwarden_ws_{uid}/containers"),
+            // The service gives a workspace the gid equal to its uid.
+            ranges: subid::Ranges::of(uid, uid),
+            dir,
+        }
+    }
+
+    /// Where dockerd keeps images and containers under `userns-remap`: a subdirectory of
+    /// the data root named after the remapped root.
+    pub fn remapped_data_root(&self) -> PathBuf {
+        self.data_root
+            .join(format!("{}.{}", self.ranges.uid, self.ranges.gid))
+    }
+
+    /// The data root's own disk image, when the worktree has one.
+    pub fn data_image(&self) -> PathBuf {
+        self.dir.join("disk").join("data.img")
+    }
+
+    /// `DOCKER_HOST` for the workspace's commands.
+    pub fn docker_host(&self) -> String {
+        format!("unix://{}", self.proxy_socket.display())
+    }
+}
+
+/// The text of the `sudo` shim.
+pub const SUDO_SHIM: &str = "#!/bin/sh\n\
+echo \"sudo: not available in this workspace: commands run as the unprivileged workspace user.\" >&2\n\
+echo \"Install tools in repository-local or user-writable directories (e.g. ./node_modules/.bin, ~/.local/bin, a virtualenv); run services in containers through \\$DOCKER_HOST.\" >&2\n\
+exit 1\n";
+
+/// The PATH of workspace commands: the shim directory first.
+fn command_path(layout: &Layout) -> String {
+    format!(
+        "{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        layout.shim_dir.display()
+    )
+}
+
+struct Instance {
+    containerd: std::process::Child,
+    dockerd: std::process::Child,
+    proxy: std::process::Child,
+}
+
+/// The docker-compose runtime.
+pub struct DockerRuntime {
+    cfg: DockerConfig,
+    local: Arc<LocalRuntime>,
+    instances: Mutex<HashMap<String, Instance>>,
+    /// Gives each namespace its link to the host; `None` leaves it with its loopback only.
+    net: Option<Arc<super::wsnet::Net>>,
+}
+
+fn io_err(path: &Path) -> impl Fn(std::io::Error) -> WsError + '_ {
+    move |e| WsError::io(path, e)
+}
+
+impl DockerRuntime {
+    /// Checks that the engine binary exists; the runtime needs root.
+    pub fn new(cfg: DockerConfig, local: Arc<LocalRuntime>) -> Result<DockerRuntime, String> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err("the service is not running as root".into());
+        }
+        if !cfg.dockerd.is_file() {
+            return Err(format!("no dockerd at `{}`", cfg.dockerd.display()));
+        }
+        Ok(DockerRuntime {
+            cfg,
+            local,
+            instances: Mutex::new(HashMap::new()),
+            net: None,
+        })
+    }
+
+    /// The workspace networks every namespace gets its link from (`wsnet`).
+    pub fn with_net(mut self, net: Option<Arc<super::wsnet::Net>>) -> Self {
+        self.net = net;
+        self
+    }
+
+    fn layout(spec: &RunSpec) -> Layout {
+        Layout::new(&spec.ws_dir, spec.uid)
+    }
+
+    fn take(&self, id: &str) -> Option<Instance> {
+        self.instances.lock().ok().and_then(|mut m| m.remove(id))
+    }
+
+    async fn start(&self, spec: &RunSpec) -> WsResult<()> {
+        let l = Self::layout(spec);
+        let t0 = std::time::Instant::now();
+        for d in [&l.dir, &l.data_root, &l.exec_root] {
+            std::fs::create_dir_all(d).map_err(io_err(d))?;
+        }
+        // A worktree on a disk image: the daemon's data root gets one of the same size, so
+        // what containers write is bounded too (`disk::ensure_data`).
+        use crate::resources::disk;
+        if disk::is_mount(&spec.worktree) {
+            let bytes = disk::size_of(&spec.worktree).unwrap_or(disk::MIN_DISK);
+            disk::ensure_data(&l.data_image(), &l.data_root, spec.uid, bytes)
+                .map_err(|e| WsError::Internal(format!("the daemon's data disk: {e}")))?;
+        }
+        // Root's, searchable by the workspace's group alone: dockerd refuses a data root whose
+        // parents its remapped root (the workspace uid) cannot search. Everything inside is
+        // root-only except the remapped data root (`subid.rs`, docs/isolation.md).
+        nix::unistd::chown(&l.dir, Some(0.into()), Some(l.ranges.gid.into()))
+            .map_err(|e| WsError::io(&l.dir, e.into()))?;
+        std::fs::set_permissions(&l.dir, std::fs::Permissions::from_mode(0o710))
+            .map_err(io_err(&l.dir))?;
+        // Container root is the workspace uid, container users its subordinate range.
+        subid::Files::default()
+            .ensure(&l.ranges)
+            .map_err(|e| WsError::Internal(e.to_string()))?;
+        write_shim(&l)?;
+        // Read back by `sweep` when the record is gone.
+        let cg = l.dir.join("cgroup");
+        std::fs::write(&cg, &l.cgroup_name).map_err(io_err(&cg))?;
+        // Anything left from an earlier service (a crash): never two daemons on one root.
+        clear_leftovers(&l).await;
+        // A daemon that never ran on this data root gets the preload images.
+        let fresh = !l.remapped_data_root().join("image").exists();
+        netns::create(&l.netns).map_err(io_err(&l.netns))?;
+        // Its link to the host, before dockerd starts in it (`wsnet`: the same walls as a
+        // standard workspace's).
+        if let Some(net) = &self.net
+            && let Err(e) = net.attach(&l.netns, spec.uid)
+        {
+            let _ = netns::release(&l.netns);
+            return Err(WsError::Internal(format!("the workspace's network: {e}")));
+        }
+        let routes = dockwarden_proxy::hostnet::routes().unwrap_or_default();
+        let addrs = match dockerd::addresses(spec.uid, &routes) {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = netns::release(&l.netns);
+                return Err(WsError::Internal(e.to_string()));
+            }
+        };
+        let conf = dockerd::config(&l, &addrs);
+        if let Err(e) = std::fs::write(&l.daemon_json, conf.to_string()) {
+            let _ = netns::release(&l.netns);
+            return Err(WsError::io(&l.daemon_json, e));
+        }
+        // containerd first, listening before dockerd dials it (see `containerd.rs`).
+        let Some(ctd_bin) = containerd::binary(&self.cfg.dockerd) else {
+            let _ = netns::release(&l.netns);
+            return Err(WsError::Internal(format!(
+                "no containerd next to `{}` or on its PATH",
+                self.cfg.dockerd.display()
+            )));
+        };
+        let mut ctd = match containerd::spawn(&ctd_bin, &self.cfg.dockerd, &l) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = netns::release(&l.netns);
+                return Err(WsError::io(&ctd_bin, e));
+            }
+        };
+        let ctd_socket = containerd::Paths::of(&l).socket;
+        let listening = containerd::wait_listening(&ctd_socket, READY_WITHIN, || {
+            matches!(ctd.try_wait(), Ok(None))
+        })
+        .await;
+        if !listening {
+            reap(Some(ctd));
+            let _ = netns::release(&l.netns);
+            return Err(WsError::Internal(format!(
+                "the workspace's containerd did not start; see `{}`",
+                containerd::Paths::of(&l).log.display()
+            )));
+        }
+        let mut daemon = match dockerd::spawn(&self.cfg.dockerd, &l) {
+            Ok(d) => d,
+            Err(e) => {
+                stop_daemon(&l, None).await;
+                reap(Some(ctd));
+                let _ = netns::release(&l.netns);
+                return Err(WsError::io(&self.cfg.dockerd, e));
+            }
+        };
+        let ready = api::wait_ping(&l.daemon_socket, READY_WITHIN, || {
+            matches!(daemon.try_wait(), Ok(None))
+        })
+        .await;
+        if !ready {
+            stop_daemon(&l, Some(daemon)).await;
+            reap(Some(ctd));
+            let _ = netns::release(&l.netns);
+            return Err(WsError::Internal(format!(
+                "the workspace's dockerd did not become ready; see `{}`",
+                l.dockerd_log.display()
+            )));
+        }
+        let daemon_ms = t0.elapsed().as_millis();
+        if fresh {
+            for tar in &self.cfg.preload {
+                if let Err(e) = api::load_image(&l.daemon_socket, tar).await {
+                    stop_daemon(&l, Some(daemon)).await;
+                    reap(Some(ctd));
+                    let _ = netns::release(&l.netns);
+                    return Err(WsError::Internal(format!(
+                        "preloading `{}` into the workspace's daemon: {e}",
+                        tar.display()
+                    )));
+                }
+            }
+        }
+        // dockerd makes it 0660 root:root; the directory is 0700 already, this is belt and braces.
+        let policy =
+            std::fs::set_permissions(&l.daemon_socket, std::fs::Permissions::from_mode(0o600))
+                .map_err(io_err(&l.daemon_socket))
+                .and_then(|()| proxy::policy_text().map_err(WsError::Internal));
+        if let Err(e) = policy
+            .and_then(|text| std::fs::write(&l.policy, text).map_err(|e| WsError::io(&l.policy, e)))
+        {
+            stop_daemon(&l, Some(daemon)).await;
+            reap(Some(ctd));
+            let _ = netns::release(&l.netns);
+            return Err(e);
+        }
+        let mut proxy = match proxy::spawn(&self.cfg.exe, &l, &spec.worktree, spec.uid, spec.gid) {
+            Ok(p) => p,
+            Err(e) => {
+                stop_daemon(&l, Some(daemon)).await;
+                reap(Some(ctd));
+                let _ = netns::release(&l.netns);
+                return Err(WsError::io(&self.cfg.exe, e));
+            }
+        };
+        let ready = api::wait_ping(&l.proxy_socket, READY_WITHIN, || {
+            matches!(proxy.try_wait(), Ok(None))
+        })
+        .await;
+        if !ready {
+            let _ = proxy.kill();
+            let _ = proxy.wait();
+            stop_daemon(&l, Some(daemon)).await;
+            reap(Some(ctd));
+            let _ = netns::release(&l.netns);
+            return Err(WsError::Internal(format!(
+                "the workspace's dockwarden proxy did not become ready; see `{}`",
+                l.proxy_log.display()
+            )));
+        }
+        info!(workspace.id = %spec.workspace_id, docker_host = %l.docker_host(), up.daemon_ms = daemon_ms, up.total_ms = t0.elapsed().as_millis(), "docker runtime up");
+        if let Ok(mut m) = self.instances.lock() {
+            m.insert(
+                spec.workspace_id.clone(),
+                Instance {
+                    containerd: ctd,
+                    dockerd: daemon,
+                    proxy,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    async fn stop_env(&self, spec: &RunSpec) -> WsResult<Vec<String>> {
+        let l = Self::layout(spec);
+        let inst = self.take(&spec.workspace_id);
+        let mut stopped = Vec::new();
+        if api::ping(&l.daemon_socket).await {
+            let containers = api::containers(&l.daemon_socket).await.unwrap_or_default();
+            let running: Vec<_> = containers.into_iter().filter(|c| c.2).collect();
+            let calls = running.iter().map(|(id, _, _)| {
+                let path = format!("/containers/{id}/stop?t={STOP_SECS}");
+                let sock = l.daemon_socket.clone();
+                async move {
+                    api::call(
+                        &sock,
+                        "POST",
+                        &path,
+                        Duration::from_secs(u64::from(STOP_SECS) + 30),
+                    )
+                    .await
+                }
+            });
+            for r in futures_join(calls).await {
+                if let Err(e) = r {
+                    warn!(workspace.id = %spec.workspace_id, error = %e, "stopping a container");
+                }
+            }
+            stopped.extend(
+                running
+                    .into_iter()
+                    .map(|(_, name, _)| format!("container {name}")),
+            );
+        }
+        let (daemon, proxy, ctd) = match inst {
+            Some(i) => (Some(i.dockerd), Some(i.proxy), Some(i.containerd)),
+            None => (None, None, None),
+        };
+        if stop_proxy(&l, proxy).await {
+            stopped.push("dockwarden proxy".into());
+        }
+        // dockerd stops its containers through containerd, which `stop_daemon` ends next.
+        if stop_daemon(&l, daemon).await {
+            stopped.push("dockerd".into());
+        }
+        reap(ctd);
+        if netns::exists(&l.netns) {
+            stopped.push("network namespace".into());
+        }
+        netns::release(&l.netns).map_err(io_err(&l.netns))?;
+        // The kernel tears the namespace (and the link in it) down later: the link goes now.
+        if self.net.is_some() {
+            super::wsnet::detach(spec.uid).map_err(|e| WsError::Internal(e.to_string()))?;
+        }
+        for s in [&l.proxy_socket, &l.daemon_socket] {
+            let _ = std::fs::remove_file(s);
+        }
+        Ok(stopped)
+    }
+
+    async fn remove_all(&self, spec: &RunSpec) -> WsResult<()> {
+        let l = Self::layout(spec);
+        self.stop_env(spec).await?;
+        clear_leftovers(&l).await;
+        // Pins, then anything dockerd left mounted (a daemon that was killed leaves overlays).
+        for m in dockerd::mounts_under(&l.dir) {
+            let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
+        }
+        leftovers::remove_cgroups(&l.cgroup_name, CGROUP_GONE_WITHIN).await;
+        for d in [&l.dir, &l.shim_dir] {
+            if d.exists() {
+                std::fs::remove_dir_all(d).map_err(io_err(d))?;
+            }
+        }
+        let _ = std::fs::remove_file(&l.proxy_socket);
+        // dockerd (20.10) puts a container's bundle beside any parent its remapped root cannot
+        // search, as `<dir>.<uid>.<gid>` owned by that uid: the workspace directory's sibling.
+        let beside = spec.ws_dir.with_file_name(format!(
+            "{}.{}.{}",
+            spec.ws_dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            l.ranges.uid,
+            l.ranges.gid
+        ));
+        if std::fs::symlink_metadata(&beside)
+            .is_ok_and(|m| m.is_dir() && std::os::unix::fs::MetadataExt::uid(&m) == l.ranges.uid)
+        {
+            let _ = std::fs::remove_dir_all(&beside);
+        }
+        if let Err(e) = subid::Files::default().remove(l.ranges.uid) {
+            warn!(workspace.id = %spec.workspace_id, error = %e, "removing the workspace's id ranges");
+        }
+        info!(workspace.id = %spec.workspace_id, "docker runtime removed");
+        Ok(())
+    }
+}
+
+/// Runs the futures concurrently and collects their outputs (a panicked one is dropped).
+async fn futures_join<F>(calls: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = calls.map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for h in handles {
+        if let Ok(v) = h.await {
+            out.push(v);
+        }
+    }
+    out
+}
+
+fn write_shim(l: &Layout) -> WsResult<()> {
+    std::fs::create_dir_all(&l.shim_dir).map_err(io_err(&l.shim_dir))?;
+    std::fs::set_permissions(&l.shim_dir, std::fs::Permissions::from_mode(0o755))
+        .map_err(io_err(&l.shim_dir))?;
+    let sudo = l.shim_dir.join("sudo");
+    std::fs::write(&sudo, SUDO_SHIM).map_err(io_err(&sudo))?;
+    std::fs::set_permissions(&sudo, std::fs::Permissions::from_mode(0o755)).map_err(io_err(&sudo))
+}
+
+/// Stops the proxy (the child, or the one its pidfile names); true if one ran.
+async fn stop_proxy(l: &Layout, child: Option<std::process::Child>) -> bool {
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "dockwarden".into());
+    let pid = child
+        .as_ref()
+        .map(|c| c.id() as i32)
+        .or_else(|| dockerd::live_pid(&l.proxy_pidfile, &exe));
+    let ran = pid.is_some_and(dockerd::alive);
+    if let Some(pid) = pid {
+        dockerd::terminate(pid, Duration::from_secs(5)).await;
+    }
+    reap(child);
+    let _ = std::fs::remove_file(&l.proxy_pidfile);
+    ran
+}
+
+/// Stops dockerd (SIGTERM: it stops its containers and containerd), then anything of its
+/// containerd still running under the exec root, and unmounts what it left there.
+async fn stop_daemon(l: &Layout, child: Option<std::process::Child>) -> bool {
+    let pid = child
+        .as_ref()
+        .map(|c| c.id() as i32)
+        .or_else(|| dockerd::live_pid(&l.pidfile, "dockerd"));
+    let ran = pid.is_some_and(dockerd::alive);
+    if let Some(pid) = pid {
+        dockerd::terminate(pid, Duration::from_secs(20)).await;
+    }
+    reap(child);
+    for pid in dockerd::pids_mentioning(&l.exec_root) {
+        dockerd::terminate(pid, Duration::from_secs(2)).await;
+    }
+    // Containers its shims left running (a daemon killed before it stopped them): the
+    // containers' cgroup lists every one.
+    let n = leftovers::kill_all_in(&l.cgroup_name, CGROUP_GONE_WITHIN).await;
+    if n > 0 {
+        warn!(cgroup = %l.cgroup_name, processes = n, "killed container processes left without their daemon");
+    }
+    for m in dockerd::mounts_under(&l.exec_root) {
+        let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
+    }
+    ran
+}
+
+fn reap(child: Option<std::process::Child>) {
+    if let Some(mut c) = child {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// Daemon, containerd and proxy left by an earlier service process, and a stale namespace.
+async fn clear_leftovers(l: &Layout) {
+    if stop_proxy(l, None).await {
+        warn!(dir = %l.dir.display(), "stopped a dockwarden proxy left by an earlier service");
+    }
+    if stop_daemon(l, None).await {
+        warn!(dir = %l.dir.display(), "stopped a dockerd left by an earlier service");
+    }
+    let _ = netns::release(&l.netns);
+}
+
+/// Stops whatever runtime a workspace directory without a record still holds and unmounts
+/// what it left. Its cgroup name is the one `start` recorded in `docker/cgroup`; with the
+/// record gone, every process still in that workspace cgroup is killed and the cgroup removed.
+pub async fn sweep(ws_dir: &Path) {
+    let mut l = Layout::new(ws_dir, 0);
+    if !l.dir.exists() {
+        return;
+    }
+    let recorded = std::fs::read_to_string(l.dir.join("cgroup")).ok();
+    let ws = recorded.as_deref().and_then(recorded_workspace_cgroup);
+    if let Some(name) = &recorded
+        && ws.is_some()
+    {
+        l.cgroup_name = name.trim().to_string();
+    }
+    clear_leftovers(&l).await;
+    for m in dockerd::mounts_under(&l.dir) {
+        let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
+    }
+    if let Some(ws) = ws {
+        let n = leftovers::kill_all_in(ws, CGROUP_GONE_WITHIN).await;
+        if n > 0 {
+            warn!(cgroup = %ws, processes = n, "killed processes of a workspace with no record");
+        }
+        leftovers::remove_cgroups(ws, CGROUP_GONE_WITHIN).await;
+    }
+}
+
+/// Pure: the workspace cgroup (`dockwarden_ws_<digits>`) of a recorded container parent
+/// name, or None when the record is not one.
+pub fn recorded_workspace_cgroup(recorded: &str) -> Option<&str> {
+    let mut parts = recorded.trim().split('/');
+    let ws = parts.next()?;
+    let digits = ws.strip_prefix("dockwarden_ws_")?;
+    let rest: Vec<&str> = parts.collect();
+    (!digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (rest.is_empty() || rest == ["containers"]))
+    .then_some(ws)
+}
+
+impl Runtime for DockerRuntime {
+    fn exec<'a>(
+        &'a self,
+        spec: &'a RunSpec,
+        command: &'a str,
+        timeout: Option<Duration>,
+        sink: Option<mpsc::Sender<Chunk>>,
+    ) -> BoxFut<'a, WsResult<ExecResult>> {
+        Box::pin(async move {
+            let l = Self::layout(spec);
+            if !self.is_up(spec) {
+                return Err(WsError::Invalid(format!(
+                    "the docker runtime of workspace `{}` is not running; `restart` or `connect` it",
+                    spec.workspace_id
+                )));
+            }
+            let mut inner = spec.clone();
+            inner.netns = Some(l.netns.clone());
+            inner.env.insert("DOCKER_HOST".into(), l.docker_host());
+            inner.env.insert("PATH".into(), command_path(&l));
+            self.local.exec(&inner, command, timeout, sink).await
+        })
+    }
+
+    fn stop<'a>(&'a self, spec: &'a RunSpec) -> BoxFut<'a, WsResult<u32>> {
+        self.local.stop(spec)
+    }
+
+    fn isolates_users(&self) -> bool {
+        self.local.isolates_users()
+    }
+
+    fn up<'a>(&'a self, spec: &'a RunSpec) -> BoxFut<'a, WsResult<()>> {
+        Box::pin(async move {
+            if self.is_up(spec) {
+                return Ok(());
+            }
+            // A half-dead instance (one child exited) is taken down before starting again.
+            if self
+                .instances
+                .lock()
+                .map(|m| m.contains_key(&spec.workspace_id))
+                .unwrap_or(false)
+            {
+                self.stop_env(spec).await?;
+            }
+            self.start(spec).await
+        })
+    }
+
+    fn down<'a>(&'a self, spec: &'a RunSpec) -> BoxFut<'a, WsResult<Vec<String>>> {
+        Box::pin(self.stop_env(spec))
+    }
+
+    fn destroy<'a>(&'a self, spec: &'a RunSpec) -> BoxFut<'a, WsResult<()>> {
+        Box::pin(self.remove_all(spec))
+    }
+
+    fn is_up(&self, spec: &RunSpec) -> bool {
+        let Ok(mut m) = self.instances.lock() else {
+            return false;
+        };
+        match m.get_mut(&spec.workspace_id) {
+            Some(i) => {
+                matches!(i.containerd.try_wait(), Ok(None))
+                    && matches!(i.dockerd.try_wait(), Ok(None))
+                    && matches!(i.proxy.try_wait(), Ok(None))
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_workspace_cgroup_record_is_trusted() {
+        assert_eq!(
+            recorded_workspace_cgroup("dockwarden_ws_43302/containers\n"),
+            Some("dockwarden_ws_43302")
+        );
+        assert_eq!(
+            recorded_workspace_cgroup("dockwarden_ws_7"),
+            Some("dockwarden_ws_7")
+        );
+        for bad in [
+            "",
+            "dockwarden_ws_",
+            "dockwarden_ws_12x/containers",
+            "system.slice",
+            "../dockwarden_ws_1",
+            "dockwarden_ws_1/../../init.scope",
+            "dockwarden_ws_1/containers/x",
+        ] {
+            assert_eq!(recorded_workspace_cgroup(bad), None, "{bad}");
+        }
+        let l = Layout::new(Path::new("/s/workspaces/a"), 43302);
+        assert_eq!(
+            recorded_workspace_cgroup(&l.cgroup_name),
+            Some("dockwarden_ws_43302")
+        );
+    }
+}
