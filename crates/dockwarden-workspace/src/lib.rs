@@ -19,6 +19,8 @@ pub(crate) mod gitsafe;
 mod idle;
 pub mod lock;
 pub mod model;
+pub mod model_resources;
+pub mod model_runtime;
 pub mod preflight;
 pub(crate) mod provision;
 mod recovery;

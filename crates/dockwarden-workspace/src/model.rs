@@ -1,10 +1,15 @@
 //! Plain data carried between the store, the verbs and the API (all serde types).
+//!
+//! INVARIANT: the model is a leaf. It and its parts (`model_runtime`, `model_resources`,
+//! `status`) import nothing else of the workspace service; the services re-export what they
+//! need from here. `tests::the_model_is_a_leaf` checks it.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::runtime::{RuntimeKind, Selection};
+use crate::model_resources::{DiskEvent, ResourceRequest};
+use crate::model_runtime::{RuntimeKind, Selection};
 use crate::status::Status;
 
 /// Default idle timeout, as in the sandbox SDK we follow.
@@ -30,17 +35,17 @@ pub struct Workspace {
     pub last_recovery: Option<RecoveryReport>,
     /// The runtime chosen for this workspace and why (absent in records made before
     /// runtimes were selectable: those are `standard`).
-    #[serde(default = "crate::provision::standard_selection")]
+    #[serde(default = "crate::model_runtime::standard_selection")]
     pub runtime: Selection,
     /// `DOCKER_HOST` of the workspace's commands (docker-compose runtime only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docker_host: Option<String>,
     /// The last stop (kill or idle) and the snapshot it took.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_stop: Option<crate::events::StopRecord>,
+    pub last_stop: Option<StopRecord>,
     /// Commands cut off when the service ended (SIGTERM or a crash).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interrupted: Option<crate::events::Interruption>,
+    pub interrupted: Option<Interruption>,
 }
 
 impl Workspace {
@@ -69,7 +74,7 @@ pub struct CreateRequest {
     /// `standard` or `docker-compose`; wins over the repository's settings and evidence.
     pub runtime: Option<RuntimeKind>,
     /// Reservation, burst limit, disk and the workspace layer's bounds (docs/resources.md).
-    pub resources: Option<crate::resources::input::ResourceRequest>,
+    pub resources: Option<ResourceRequest>,
 }
 
 /// The outcome of the settings file's setup script.
@@ -83,7 +88,7 @@ pub struct SetupOutcome {
     pub timed_out: bool,
     /// Set when setup failed on a full disk: the growth and the one retry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disk: Option<crate::resources::DiskEvent>,
+    pub disk: Option<DiskEvent>,
 }
 
 /// The answer to `create`.
@@ -139,6 +144,30 @@ pub struct RecoveryReport {
     pub note: String,
 }
 
+/// The last stop of a workspace, shown by `info`: by `kill` or by the idle timeout.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StopRecord {
+    pub at_ms: u64,
+    /// `kill`, `idle`, ...
+    pub reason: String,
+    /// The snapshot taken at the stop, if one could be written.
+    pub snapshot_id: Option<String>,
+    /// Why no snapshot was taken (a full disk, a damaged worktree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_error: Option<String>,
+}
+
+/// Commands of a workspace that the service did not see to their end.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Interruption {
+    pub at_ms: u64,
+    /// `service stopped (SIGTERM)`, `service restarted after a crash`.
+    pub reason: String,
+    /// Processes found and stopped.
+    pub processes: u32,
+    pub note: String,
+}
+
 /// An `exec` request.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -158,7 +187,7 @@ pub struct ExecResult {
     pub duration_ms: u64,
     /// Set when the command failed on a full disk: whether it grew (never replayed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disk: Option<crate::resources::DiskEvent>,
+    pub disk: Option<DiskEvent>,
 }
 
 /// Answer of `kill`.
@@ -257,4 +286,71 @@ pub fn valid_id(id: &str) -> bool {
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    /// The model's files. `status` is part of it: the lifecycle states and their guards.
+    const MODEL_FILES: [(&str, &str); 4] = [
+        ("model.rs", include_str!("model.rs")),
+        ("model_runtime.rs", include_str!("model_runtime.rs")),
+        ("model_resources.rs", include_str!("model_resources.rs")),
+        ("status.rs", include_str!("status.rs")),
+    ];
+
+    /// The modules a model file may name.
+    const MODEL_MODULES: [&str; 4] = ["model", "model_runtime", "model_resources", "status"];
+
+    /// What `code` names of the crate outside the model: `crate::` paths (with or without
+    /// the `workspace::` level, which the crate split removes) and any `super::`.
+    fn outside(code: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        for line in code.lines() {
+            let line = line.split("//").next().unwrap_or("");
+            for (at, _) in line.match_indices("crate::") {
+                let path = &line[at + "crate::".len()..];
+                let path = path.strip_prefix("workspace::").unwrap_or(path);
+                let module: String = path
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !MODEL_MODULES.contains(&module.as_str()) {
+                    found.push(line.trim().to_string());
+                }
+            }
+            if line.contains("super::") {
+                found.push(line.trim().to_string());
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn the_model_is_a_leaf() {
+        for (name, text) in MODEL_FILES {
+            // The tests may use anything; the model's own code may not.
+            let code = text.split("#[cfg(test)]").next().unwrap_or(text);
+            assert_eq!(
+                outside(code),
+                Vec::<String>::new(),
+                "{name} imports from outside the model (runtime, provision, events, resources, service, store, ...)"
+            );
+        }
+    }
+
+    #[test]
+    fn the_leaf_check_sees_the_edges_it_forbids() {
+        for bad in [
+            "use crate::runtime::{RuntimeKind, Selection};",
+            "#[serde(default = \"crate::provision::standard_selection\")]",
+            "pub last_stop: Option<crate::events::StopRecord>,",
+            "use crate::resources::DiskEvent;",
+            "use crate::{model_runtime, store};",
+            "use super::service::Service;",
+        ] {
+            assert_eq!(outside(bad).len(), 1, "{bad}");
+        }
+        assert!(outside("use crate::model_runtime::Selection;").is_empty());
+        assert!(outside("use crate::status::Status; // crate::store").is_empty());
+    }
 }

@@ -11,20 +11,11 @@ use crate::error::WsResult;
 use crate::model::Workspace;
 use crate::runtime::docker::Layout;
 use crate::runtime::select::{self, DirView, GitView, RepoView};
-use crate::runtime::{RuntimeKind, Selection, Source};
+use crate::runtime::{RuntimeKind, Selection};
 use crate::service::Service;
 use crate::store;
 
-/// The selection of a record made before runtimes existed.
-pub fn standard_selection() -> Selection {
-    Selection {
-        runtime: RuntimeKind::Standard,
-        source: Source::Default,
-        evidence: Vec::new(),
-        setting: None,
-        truncated: false,
-    }
-}
+pub use crate::model_runtime::standard_selection;
 
 /// What a docker-compose `connect` or `restart` cannot bring back by itself.
 pub const RESTART_NOTE: &str = "the Docker daemon was restarted on the same data (images, named volumes): containers and previews are stopped and need starting again (for example `docker compose up -d`)";

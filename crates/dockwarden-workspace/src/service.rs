@@ -42,8 +42,9 @@ pub struct Config {
 /// In-memory state of one workspace: its exclusive-operation lock and its activity.
 #[derive(Debug)]
 pub struct WsLive {
-    /// Held by create/setup, kill, connect, delete and snapshots.
-    pub op: tokio::sync::Mutex<()>,
+    /// Held by create/setup, kill, connect, restart, reprovision, resize, delete and
+    /// snapshots (`Service::exclusive`).
+    pub op: Arc<tokio::sync::Mutex<()>>,
     /// Execs hold it shared; stopping holds it alone, so no command starts in a workspace
     /// that is being stopped or restored.
     pub run_gate: Arc<tokio::sync::RwLock<()>>,
@@ -56,7 +57,7 @@ pub struct WsLive {
 impl WsLive {
     fn new() -> Self {
         WsLive {
-            op: tokio::sync::Mutex::new(()),
+            op: Arc::new(tokio::sync::Mutex::new(())),
             run_gate: Arc::new(tokio::sync::RwLock::new(())),
             last_activity: Mutex::new(Instant::now()),
             execs: AtomicUsize::new(0),
@@ -207,20 +208,6 @@ impl Service {
             if let Ok(guard) = wait.await {
                 return Ok((guard, signalled));
             }
-        }
-    }
-
-    /// Fails with `wrong_state` unless `ok`.
-    pub fn guard(ws: &Workspace, ok: bool, verb: &'static str, hint: &'static str) -> WsResult<()> {
-        if ok {
-            Ok(())
-        } else {
-            Err(WsError::WrongState {
-                id: ws.id.clone(),
-                status: ws.status,
-                verb,
-                hint,
-            })
         }
     }
 

@@ -8,15 +8,8 @@ use super::model::{Amounts, Axis, Sizing};
 use super::resize::Part;
 use crate::error::{WsError, WsResult};
 
-/// `{"cpu": 0.5, "memory": "64MiB", "disk": "1GiB", "pids": 100}`; every key optional.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AmountsInput {
-    pub cpu: Option<Value>,
-    pub memory: Option<Value>,
-    pub disk: Option<Value>,
-    pub pids: Option<Value>,
-}
+// What a create request sends is plain data of the workspace model; parsed here.
+pub use crate::model_resources::{AmountsInput, ResourceRequest};
 
 fn one(axis: Axis, v: &Value, at: &str) -> WsResult<u64> {
     let s = match v {
@@ -48,19 +41,6 @@ impl AmountsInput {
         }
         Ok(out)
     }
-}
-
-/// Resources of a create request: the starting sizing and the workspace layer's bounds.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ResourceRequest {
-    pub reservation: AmountsInput,
-    pub burst: AmountsInput,
-    /// The disk size.
-    pub disk: Option<Value>,
-    /// The workspace layer's ceiling (may only tighten the layers above).
-    pub ceiling: AmountsInput,
-    pub approval: AmountsInput,
 }
 
 impl ResourceRequest {

@@ -9,36 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::model::{Amounts, Axis};
 
-/// Where a bound comes from, outermost first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Layer {
-    Platform,
-    Plan,
-    Workspace,
-    User,
-    Thread,
-}
-
-impl Layer {
-    pub const ALL: [Layer; 5] = [
-        Layer::Platform,
-        Layer::Plan,
-        Layer::Workspace,
-        Layer::User,
-        Layer::Thread,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Layer::Platform => "platform",
-            Layer::Plan => "plan",
-            Layer::Workspace => "workspace",
-            Layer::User => "user",
-            Layer::Thread => "thread",
-        }
-    }
-}
+/// Where a bound comes from (plain data of the workspace model).
+pub use crate::model_resources::Layer;
 
 /// The bounds one layer sets.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -20,10 +20,10 @@ pub mod resize;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use serde::Serialize;
-
+/// What an ENOSPC did to the disk (plain data of the workspace model).
+pub use crate::model_resources::DiskEvent;
 pub use config::ResourcesConfig;
-use layers::{Effective, Layer, LayerBounds};
+use layers::{Effective, LayerBounds};
 use model::{Axis, Sizing};
 pub use provider::{LocalProvider, Provider, Target};
 
@@ -35,23 +35,6 @@ pub struct Manager {
     pub provider: Arc<dyn Provider>,
     /// Serialises read-modify-write of a workspace's sizing (resize, approve, growth).
     lock: Mutex<()>,
-}
-
-/// What an ENOSPC did to the disk, reported in the command's result.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DiskEvent {
-    /// The worktree's filesystem was full when the command failed.
-    pub full: bool,
-    pub grew: bool,
-    pub from_bytes: u64,
-    pub to_bytes: u64,
-    pub ceiling_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ceiling_set_by: Option<Layer>,
-    /// Whether the command was run again (setup only, once).
-    pub retried: bool,
-    pub note: String,
 }
 
 impl Manager {

@@ -2,24 +2,21 @@
 //! changes onto the sizing in force now; rejecting records the decision and changes nothing.
 
 use crate::error::{WsError, WsResult};
-use crate::resources::persist;
+use crate::resources::persist::{self, RequestRecord};
 use crate::service::Service;
+use crate::status::Verb;
 
 use super::resize::{ResizeOutcome, outcome};
 
 impl Service {
     /// Approves (`true`) or rejects (`false`) a pending request.
     pub async fn decide_request(&self, request: &str, approve: bool) -> WsResult<ResizeOutcome> {
+        let pending = self.pending_request(request)?;
+        // Applied under the workspace's op lock and guard, as `resize` applies.
+        let (_op, ws) = self.exclusive(&pending.workspace_id, Verb::Resize).await?;
         let _g = self.resources.guard()?;
-        let mut rec = persist::request(&self.store, request)?
-            .ok_or_else(|| WsError::ResizeRequestNotFound(request.to_string()))?;
-        if rec.state != "pending_approval" {
-            return Err(WsError::ResizeRequestState {
-                id: rec.id,
-                state: rec.state,
-            });
-        }
-        let ws = self.store.require(&rec.workspace_id)?;
+        // Again under the locks: another decision may have come first.
+        let mut rec = self.pending_request(request)?;
         let r = persist::get(&self.store, &ws.id)?.unwrap_or_default();
         if !approve {
             rec.state = "rejected".into();
@@ -44,5 +41,18 @@ impl Service {
         rec.state = "approved".into();
         let sizing = self.apply_request(&ws, r, &mut rec)?;
         Ok(outcome(&rec, sizing))
+    }
+
+    /// The request `request`, if it still waits for a decision.
+    fn pending_request(&self, request: &str) -> WsResult<RequestRecord> {
+        let rec = persist::request(&self.store, request)?
+            .ok_or_else(|| WsError::ResizeRequestNotFound(request.to_string()))?;
+        if rec.state != "pending_approval" {
+            return Err(WsError::ResizeRequestState {
+                id: rec.id,
+                state: rec.state,
+            });
+        }
+        Ok(rec)
     }
 }

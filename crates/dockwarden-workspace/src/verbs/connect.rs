@@ -6,18 +6,13 @@ use tracing::info;
 use crate::error::WsResult;
 use crate::model::Connected;
 use crate::service::{ProgressSink, Service};
-use crate::status::Status;
+use crate::status::{Status, Verb};
 use crate::store;
 
 impl Service {
     /// Makes a workspace live; reports what a restore could not bring back.
     pub async fn connect(&self, id: &str, progress: ProgressSink) -> WsResult<Connected> {
-        let ws = self.store.require(id)?;
-        Self::guard(&ws, ws.status.can_connect(), "connect", "")?;
-        let live = self.live(id);
-        let _op = live.op.lock().await;
-        let mut ws = self.store.require(id)?;
-        Self::guard(&ws, ws.status.can_connect(), "connect", "")?;
+        let (op, mut ws) = self.exclusive(id, Verb::Connect).await?;
         // On a full disk too: resuming is how a caller gets to free space.
         let seq = self.store.begin_reserved(id, "connect")?;
         let mut notes = Vec::new();
@@ -57,7 +52,7 @@ impl Service {
             store::put_ws(tx, &ws)?;
             store::end_in(tx, seq)
         })?;
-        live.touch();
+        op.live().touch();
         if starting {
             self.start_run_script(&ws);
         }

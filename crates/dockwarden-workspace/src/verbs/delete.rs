@@ -6,13 +6,14 @@ use tracing::{info, warn};
 
 use crate::error::{WsError, WsResult};
 use crate::service::Service;
-use crate::status::Status;
+use crate::status::{Status, Verb};
 
 impl Service {
     /// Deletes one workspace with all of its snapshots.
     pub async fn delete(&self, id: &str) -> WsResult<()> {
-        let ws = self.store.require(id)?;
-        Self::guard(&ws, ws.status.can_delete(), "delete", "")?;
+        let ws = self.checked(id, Verb::Delete)?;
+        // Not checked again under the lock: a delete waits for whatever holds it, and a
+        // create this delete cancelled has removed the workspace already (below).
         let live = self.live(id);
         let _op = if ws.status == Status::Creating {
             self.cancel_create(&ws, &live).await

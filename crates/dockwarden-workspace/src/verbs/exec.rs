@@ -8,9 +8,8 @@ use crate::events::Resumed;
 use crate::model::{ExecRequest, ExecResult};
 use crate::runtime::Chunk;
 use crate::service::{ExecGuard, Service};
-use crate::status::Status;
+use crate::status::{Status, Verb};
 use crate::store;
-use crate::verbs::resume::not_live_hint;
 
 impl Service {
     /// `exec` that first resumes a stopped workspace and heals an invalid worktree.
@@ -42,15 +41,10 @@ impl Service {
         if req.cmd.trim().is_empty() {
             return Err(WsError::Invalid("the command is empty".into()));
         }
-        let ws = self.store.require(id)?;
-        Self::guard(&ws, ws.status.can_exec(), "exec", not_live_hint(ws.status))?;
-        let live = self.live(id);
         // Checked again under the gate: a kill may have finished while this call waited.
-        let _running = live.run_gate.clone().read_owned().await;
-        let mut ws = self.store.require(id)?;
-        Self::guard(&ws, ws.status.can_exec(), "exec", not_live_hint(ws.status))?;
+        let (running, mut ws) = self.gated(id, Verb::Exec).await?;
         // INVARIANT: counted as activity from before the first byte runs until it ends.
-        let _activity = ExecGuard::new(live);
+        let _activity = ExecGuard::new(running.live().clone());
         if ws.status == Status::Ready {
             ws.status = Status::Running;
             match self.store.tx(|tx| store::put_ws(tx, &ws)) {

@@ -4,7 +4,7 @@ use crate::error::{WsError, WsResult};
 use crate::events::Resumed;
 use crate::files::{FileInfo, Files, clean_rel};
 use crate::service::Service;
-use crate::verbs::resume::not_live_hint;
+use crate::status::Verb;
 
 /// One file operation; paths are relative to the worktree.
 #[derive(Debug, Clone)]
@@ -119,17 +119,12 @@ impl Service {
 
     /// Runs a file operation. Reads work on stopped workspaces without starting them.
     pub async fn files(&self, id: &str, op: FileOp) -> WsResult<FileOut> {
-        let ws = self.store.require(id)?;
-        if op.writes() {
-            Self::guard(
-                &ws,
-                ws.status.can_write_files(),
-                "change files",
-                not_live_hint(ws.status),
-            )?;
+        let verb = if op.writes() {
+            Verb::WriteFiles
         } else {
-            Self::guard(&ws, ws.status.can_read_files(), "read files", "")?;
-        }
+            Verb::ReadFiles
+        };
+        let ws = self.checked(id, verb)?;
         if ws.status.is_live() {
             self.live(id).touch();
         }

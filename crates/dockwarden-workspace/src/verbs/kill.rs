@@ -10,7 +10,7 @@ use crate::error::WsResult;
 use crate::events::StopRecord;
 use crate::model::{Killed, now_ms};
 use crate::service::{ProgressSink, Service};
-use crate::status::Status;
+use crate::status::{Status, Verb};
 use crate::store;
 
 const ARCHIVE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -18,11 +18,7 @@ const ARCHIVE_TIMEOUT: Duration = Duration::from_secs(60);
 impl Service {
     /// Stops a workspace and keeps its snapshots; a stopped workspace is left as is.
     pub async fn kill(&self, id: &str, reason: &str, progress: ProgressSink) -> WsResult<Killed> {
-        let ws = self.store.require(id)?;
-        Self::guard(&ws, ws.status.can_kill(), "kill", "")?;
-        let live = self.live(id);
-        let _op = live.op.lock().await;
-        let mut ws = self.store.require(id)?;
+        let (_op, mut ws) = self.exclusive(id, Verb::Kill).await?;
         if ws.status == Status::Stopped {
             return Ok(Killed {
                 workspace: ws,
@@ -31,7 +27,6 @@ impl Service {
                 snapshot_error: None,
             });
         }
-        Self::guard(&ws, ws.status.can_kill(), "kill", "")?;
         // A stop goes ahead on a full disk: the journal row uses the space reserve.
         let seq = self.store.begin_reserved(id, "kill")?;
         self.run_archive_script(&ws).await;

@@ -10,6 +10,7 @@ mod idempotent;
 mod image_clone;
 mod kill;
 mod list;
+pub mod prologue;
 mod reprovision;
 mod resize;
 mod resources;
@@ -20,6 +21,7 @@ mod snapshot;
 mod status;
 
 pub use files::{FileOp, FileOut};
+pub use prologue::{OpGuard, RunGuard};
 pub use resize::ResizeOutcome;
 
 #[cfg(test)]

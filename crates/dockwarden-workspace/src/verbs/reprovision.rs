@@ -13,7 +13,7 @@ use crate::error::{WsError, WsResult};
 use crate::files::Files;
 use crate::model::{ReprovisionRequest, Reprovisioned};
 use crate::service::Service;
-use crate::status::Status;
+use crate::status::{Status, Verb};
 use crate::store;
 use crate::verbs::create::DEFAULT_SETUP_TIMEOUT;
 
@@ -28,22 +28,7 @@ impl Service {
                 "give exactly one of `runtime` and `inspect_script`".into(),
             ));
         }
-        let ws = self.store.require(id)?;
-        Self::guard(
-            &ws,
-            ws.status.is_live() || ws.status == Status::Stopped,
-            "reprovision",
-            "",
-        )?;
-        let live = self.live(id);
-        let _op = live.op.lock().await;
-        let mut ws = self.store.require(id)?;
-        Self::guard(
-            &ws,
-            ws.status.is_live() || ws.status == Status::Stopped,
-            "reprovision",
-            "",
-        )?;
+        let (op, mut ws) = self.exclusive(id, Verb::Reprovision).await?;
         let settings = self.read_settings_of(&ws)?;
         let selection = match (&req.runtime, &req.inspect_script) {
             (Some(kind), _) => self.select_runtime(&ws, Some(*kind), None).await?,
@@ -87,7 +72,7 @@ impl Service {
             store::put_ws(tx, &ws)?;
             store::end_in(tx, seq)
         })?;
-        live.touch();
+        op.live().touch();
         self.start_run_script(&ws);
         info!(workspace.id = %id, from = ?previous.runtime, to = ?ws.runtime.runtime, "workspace reprovisioned");
         Ok(Reprovisioned {

@@ -11,6 +11,7 @@ use crate::resources::model::Sizing;
 use crate::resources::persist::{self, RequestRecord, WsResources};
 use crate::resources::resize::{self, Modes, Plan, Refusal};
 use crate::service::Service;
+use crate::status::Verb;
 
 /// The answer of `resize`, `approve` and `reject`.
 #[derive(Debug, Clone, Serialize)]
@@ -52,7 +53,9 @@ pub(crate) fn refusal(r: Refusal) -> WsError {
 impl Service {
     /// Plans a resize; applies it at once when nothing needs approval.
     pub async fn resize(&self, id: &str, input: ResizeInput) -> WsResult<ResizeOutcome> {
-        let ws = self.store.require(id)?;
+        // Serialised with create, kill, connect and the other exclusive verbs; refused while
+        // the workspace is being created (its setup is still sizing it).
+        let (_op, ws) = self.exclusive(id, Verb::Resize).await?;
         let wanted = input.wanted()?;
         let _g = self.resources.guard()?;
         let r = persist::get(&self.store, id)?.unwrap_or_default();

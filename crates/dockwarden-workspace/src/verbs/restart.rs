@@ -10,28 +10,13 @@ use crate::model::Restarted;
 use crate::provision::RESTART_NOTE;
 use crate::runtime::RuntimeKind;
 use crate::service::Service;
-use crate::status::Status;
+use crate::status::{Status, Verb};
 use crate::store;
 
 impl Service {
     /// Restarts a live workspace's processes and runtime.
     pub async fn restart(&self, id: &str) -> WsResult<Restarted> {
-        let ws = self.store.require(id)?;
-        Self::guard(
-            &ws,
-            ws.status.is_live(),
-            "restart",
-            "; `connect` it instead",
-        )?;
-        let live = self.live(id);
-        let _op = live.op.lock().await;
-        let mut ws = self.store.require(id)?;
-        Self::guard(
-            &ws,
-            ws.status.is_live(),
-            "restart",
-            "; `connect` it instead",
-        )?;
+        let (op, mut ws) = self.exclusive(id, Verb::Restart).await?;
         let spec = self.run_spec(&ws, &BTreeMap::new())?;
         let mut stopped = Vec::new();
         let processes = {
@@ -49,7 +34,7 @@ impl Service {
         }
         ws.status = Status::Running;
         self.store.tx(|tx| store::put_ws(tx, &ws))?;
-        live.touch();
+        op.live().touch();
         self.start_run_script(&ws);
         info!(workspace.id = %id, restart.stopped = ?stopped, "workspace restarted");
         Ok(Restarted {

@@ -72,12 +72,3 @@ impl Service {
         Ok(Some(report))
     }
 }
-
-/// Why a call cannot run in a workspace of `status`, and what to do about it.
-pub(crate) fn not_live_hint(status: Status) -> &'static str {
-    match status {
-        Status::Creating => "; its setup is still running: wait for `ready` (`ws info` shows it)",
-        Status::Stopped => "; `connect` it first",
-        _ => "",
-    }
-}

@@ -10,27 +10,13 @@ use crate::events::{Resumed, SnapshotTaken};
 use crate::model::{SnapshotInfo, random_hex};
 use crate::service::{ProgressSink, Service};
 use crate::snapshot::{Captured, Manifest};
+use crate::status::Verb;
 use crate::store;
 
 impl Service {
     /// Takes a snapshot now (an exclusive operation).
     pub async fn snapshot(&self, id: &str, progress: ProgressSink) -> WsResult<SnapshotInfo> {
-        let ws = self.store.require(id)?;
-        Self::guard(
-            &ws,
-            ws.status.can_snapshot(),
-            "snapshot",
-            crate::verbs::resume::not_live_hint(ws.status),
-        )?;
-        let live = self.live(id);
-        let _op = live.op.lock().await;
-        let ws = self.store.require(id)?;
-        Self::guard(
-            &ws,
-            ws.status.can_snapshot(),
-            "snapshot",
-            crate::verbs::resume::not_live_hint(ws.status),
-        )?;
+        let (_op, _) = self.exclusive(id, Verb::Snapshot).await?;
         self.capture_locked(id, "manual", progress).await
     }
 

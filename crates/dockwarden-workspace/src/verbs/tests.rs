@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use crate::error::WsError;
 use crate::model::{CreateRequest, ExecRequest, ExecResult};
+use crate::resources::input::ResizeInput;
 use crate::runtime::{BoxFut, Chunk, RunSpec, Runtime};
 use crate::service::no_progress;
 use crate::snapshot::LocalSnapshotStore;
 use crate::status::Status;
-use crate::store::Store;
+use crate::store::{self, Store};
 use crate::{Config, Service};
 
 /// Records commands and stops instead of running anything.
@@ -21,6 +22,8 @@ use crate::{Config, Service};
 struct FakeRuntime {
     commands: Mutex<Vec<String>>,
     stops: AtomicU32,
+    /// A stop waits while a test holds this for writing (a kill in progress).
+    stop_gate: tokio::sync::RwLock<()>,
 }
 
 impl Runtime for FakeRuntime {
@@ -46,7 +49,10 @@ impl Runtime for FakeRuntime {
 
     fn stop<'a>(&'a self, _: &'a RunSpec) -> BoxFut<'a, crate::WsResult<u32>> {
         self.stops.fetch_add(1, Ordering::SeqCst);
-        Box::pin(async { Ok(0) })
+        Box::pin(async {
+            let _held = self.stop_gate.read().await;
+            Ok(0)
+        })
     }
 
     fn isolates_users(&self) -> bool {
@@ -146,30 +152,41 @@ async fn kill_and_connect_follow_the_state_machine() {
 }
 
 #[tokio::test]
-async fn old_snapshots_are_pruned_in_batches_keeping_the_newest() {
+async fn superseded_baselines_are_pruned_in_batches_and_manual_snapshots_kept() {
     let dir = tempfile::tempdir().unwrap();
     let (svc, _) = service(dir.path());
     svc.create(req("p", &[])).await.unwrap();
-    let mut ids = Vec::new();
-    for _ in 0..7 {
-        ids.push(svc.snapshot("p", no_progress()).await.unwrap().id);
+    let first = svc.info("p").unwrap().latest_snapshot.unwrap();
+    let mut manual = Vec::new();
+    let mut baselines = vec![first];
+    for i in 0..7 {
+        if i % 2 == 0 {
+            manual.push(svc.snapshot("p", no_progress()).await.unwrap().id);
+        }
+        let b = svc.capture_locked("p", "baseline", no_progress()).await;
+        baselines.push(b.unwrap().id);
     }
-    // keep 2 + batch 5: at the 8th snapshot (baseline + 7) all but the newest 2 go.
+    // 8 baselines; the newest and `keep` (2) superseded ones stay, so 5 are prunable: one
+    // batch, pruned at the 8th. Every manual snapshot stays.
     let left: Vec<String> = svc
         .list_snapshots("p")
         .unwrap()
         .into_iter()
         .map(|s| s.id)
         .collect();
-    assert_eq!(left, [ids[6].clone(), ids[5].clone()]);
+    for m in &manual {
+        assert!(left.contains(m), "manual {m} pruned: {left:?}");
+    }
+    let kept: Vec<&String> = baselines.iter().filter(|b| left.contains(b)).collect();
+    assert_eq!(kept, [&baselines[5], &baselines[6], &baselines[7]]);
     assert_eq!(
         svc.info("p").unwrap().latest_snapshot.as_deref(),
-        Some(ids[6].as_str())
+        Some(baselines[7].as_str())
     );
     let manifests = std::fs::read_dir(dir.path().join("snapshots/manifests"))
         .unwrap()
         .count();
-    assert_eq!(manifests, 2);
+    assert_eq!(manifests, manual.len() + 3);
 }
 
 #[tokio::test]
@@ -193,4 +210,90 @@ async fn metadata_filters_are_subset_matches() {
     assert_eq!(svc.delete_matching(&filter).await.unwrap(), ["x"]);
     assert!(svc.delete_matching(&BTreeMap::new()).await.is_err());
     assert_eq!(svc.list(&BTreeMap::new()).unwrap().len(), 1);
+}
+
+fn disk(size: &str) -> ResizeInput {
+    ResizeInput {
+        disk: Some(serde_json::json!(size)),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn resize_of_a_workspace_being_created_is_refused_without_waiting_for_its_setup() {
+    let dir = tempfile::tempdir().unwrap();
+    let (svc, _) = service(dir.path());
+    svc.create(req("c", &[])).await.unwrap();
+    let mut ws = svc.info("c").unwrap();
+    ws.status = Status::Creating;
+    svc.store.tx(|tx| store::put_ws(tx, &ws)).unwrap();
+    // A create holds the op lock for its whole setup.
+    let live = svc.live("c");
+    let _setup = live.op.lock().await;
+    let refused = tokio::time::timeout(Duration::from_secs(5), svc.resize("c", disk("96MiB")))
+        .await
+        .expect("refused at once, not queued behind the setup")
+        .unwrap_err();
+    assert_eq!(refused.code(), "wrong_state");
+    assert_eq!(
+        refused.to_string(),
+        "workspace `c` is creating; cannot resize; its setup is still running: wait for `ready` (`ws info` shows it)"
+    );
+    assert!(
+        svc.resize_requests("c").unwrap().is_empty(),
+        "nothing recorded"
+    );
+}
+
+#[tokio::test]
+async fn resize_and_restart_wait_for_a_kill_in_progress_and_are_checked_again_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (svc, rt) = service(dir.path());
+    svc.create(req("k", &[])).await.unwrap();
+    let hold = rt.stop_gate.write().await;
+    let order = Mutex::new(Vec::new());
+    // The kill has the op lock once it stops processes.
+    let kill_started = || async {
+        while rt.stops.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+    };
+    let kill = async {
+        let k = svc.kill("k", "kill", no_progress()).await;
+        order.lock().unwrap().push("killed");
+        k
+    };
+    let resize = async {
+        kill_started().await;
+        let r = svc.resize("k", disk("96MiB")).await;
+        order.lock().unwrap().push("resized");
+        r
+    };
+    let restart = async {
+        kill_started().await;
+        let r = svc.restart("k").await;
+        order.lock().unwrap().push("restart refused");
+        r
+    };
+    let release = async {
+        kill_started().await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        order.lock().unwrap().push("released");
+        drop(hold);
+    };
+    let (killed, resized, restarted, ()) = tokio::join!(kill, resize, restart, release);
+    assert_eq!(killed.unwrap().workspace.status, Status::Stopped);
+    let order = order.into_inner().unwrap();
+    assert_eq!(order[..2], ["released", "killed"], "{order:?}");
+    // Both passed the first check (the workspace was running) and waited for the lock.
+    let resized = resized.unwrap();
+    assert_eq!(resized.workspace_id, "k");
+    let refused = restarted.unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "workspace `k` is stopped; cannot restart; `connect` it instead",
+        "checked again under the lock"
+    );
+    assert_eq!(svc.info("k").unwrap().status, Status::Stopped);
+    assert_eq!(svc.resize_requests("k").unwrap().len(), 1);
 }
