@@ -53,7 +53,7 @@ fn eighty_parallel_creates_leave_exactly_the_default_cap_of_64(e: &Engine) {
     let ws = dir.path().canonicalize().expect("canon").join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
     // Debug lines of admission: how many creates were pending when each was admitted.
-    let env = [("RUST_LOG", "info,dockwarden::proxy::admission=debug")];
+    let env = [("RUST_LOG", "info,dockwarden_proxy::proxy::admission=debug")];
     let p = Proxy::start_in_on_env(&d.engine(), dir, ws, &["--cgroup-name", &name], &env);
     assert_eq!(
         stdout(&d.cli(&["ps", "-aq"])),
