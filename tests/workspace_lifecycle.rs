@@ -191,3 +191,55 @@ fn kill_during_a_running_exec_ends_it_and_the_next_command_resumes_the_workspace
     );
     assert_eq!((status, v["resumed"].as_bool()), (200, Some(true)), "{v}");
 }
+
+/// `max_runtime_secs` (create request): a workspace kept busy, so never idle, is stopped with
+/// a snapshot and the reason `max_runtime` once it has been live that long.
+#[test]
+fn a_busy_workspace_is_stopped_at_its_maximum_runtime() {
+    let svc = Svc::start(30300, &["--tick-ms", "100"], &[]);
+    let t0 = std::time::Instant::now();
+    svc.ok(
+        "POST",
+        "/v1/workspaces",
+        Some(serde_json::json!({ "id": "m", "max_runtime_secs": 3 })),
+    );
+    svc.exec("m", "echo busy > f.txt");
+    let mut status = String::new();
+    while t0.elapsed() < Duration::from_secs(30) {
+        let (_, ws) = svc.api("GET", "/v1/workspaces/m", None);
+        status = ws["status"].as_str().unwrap_or_default().to_owned();
+        if status == "stopped" {
+            break;
+        }
+        // Busy: activity all along, so the idle timeout never fires.
+        let _ = svc.api(
+            "POST",
+            "/v1/workspaces/m/files/mkdir?path=d&parents=1",
+            None,
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(status, "stopped", "never stopped at its maximum runtime");
+    assert!(
+        t0.elapsed() >= Duration::from_secs(3),
+        "stopped before its maximum runtime"
+    );
+    let ws = svc.ok("GET", "/v1/workspaces/m", None);
+    assert_eq!(ws["last_stop"]["reason"], "max_runtime", "{ws}");
+    let snap = ws["last_stop"]["snapshot_id"].as_str().unwrap().to_owned();
+    let snaps = svc.ok("GET", "/v1/workspaces/m/snapshots", None);
+    assert!(
+        snaps
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["id"] == snap.as_str() && s["reason"] == "max_runtime"),
+        "{snaps}"
+    );
+    // Connect starts the clock again.
+    svc.ok("POST", "/v1/workspaces/m/connect", None);
+    let ws = svc.ok("GET", "/v1/workspaces/m", None);
+    assert_eq!(ws["status"], "running");
+    assert!(ws["live_since_ms"].as_u64().is_some(), "{ws}");
+    svc.ok("DELETE", "/v1/workspaces/m", None);
+}

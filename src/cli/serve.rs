@@ -31,6 +31,11 @@ pub struct ServeArgs {
     /// Default idle timeout of a workspace, in seconds.
     #[arg(long, default_value_t = DEFAULT_IDLE_TIMEOUT_SECS)]
     pub idle_timeout: u64,
+    /// Longest time a workspace stays live (from its create or its last connect) before it is
+    /// stopped with a snapshot and the reason `max_runtime`, in seconds. A create request's
+    /// `max_runtime_secs`, then the repository's settings, win over it. Default: no limit.
+    #[arg(long)]
+    pub max_runtime: Option<u64>,
     /// How often idle stop and baseline refresh run, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     pub tick_ms: u64,
@@ -88,6 +93,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.tick = Duration::from_millis(args.tick_ms.max(10));
     config.baseline_stale_after = Duration::from_secs(args.baseline_stale_after);
     config.keep_snapshots = args.keep_snapshots;
+    config.default_max_runtime = args.max_runtime.map(Duration::from_secs);
     let docker = (!args.no_docker).then(|| crate::workspace::runtime::DockerConfig {
         dockerd: args.dockerd.clone(),
         exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("dockwarden")),

@@ -174,6 +174,7 @@ pub fn config(state_dir: PathBuf) -> Config {
         default_idle_timeout: Duration::from_secs(crate::model::DEFAULT_IDLE_TIMEOUT_SECS),
         tick: Duration::from_secs(1),
         baseline_stale_after: Duration::from_secs(600),
+        default_max_runtime: None,
         keep_snapshots: 20,
     }
 }

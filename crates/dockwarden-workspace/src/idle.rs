@@ -1,5 +1,5 @@
-//! Background upkeep: idle stop, and refreshing the baseline snapshot when it is missing
-//! or stale. Captures are deferred while setup or an exclusive operation holds the lock.
+//! Background upkeep: the maximum runtime, idle stop, and refreshing the baseline snapshot
+//! when it is missing or stale. Captures are deferred while setup or an exclusive operation holds the lock.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +39,13 @@ impl Service {
             }
             return;
         }
+        if let Some(ran) = ran_past_max(ws, now_ms()) {
+            info!(workspace.id = %ws.id, live.secs = ran.as_secs(), "maximum runtime reached; stopping");
+            if let Err(e) = self.kill(&ws.id, "max_runtime", no_progress()).await {
+                warn!(workspace.id = %ws.id, error = %e, "stop at the maximum runtime failed");
+            }
+            return;
+        }
         let idle = live.idle_for();
         if idle >= Duration::from_secs(ws.idle_timeout_secs) {
             info!(workspace.id = %ws.id, idle.secs = idle.as_secs(), "idle timeout; stopping");
@@ -73,5 +80,35 @@ impl Service {
                 age >= self.cfg.baseline_stale_after && self.live(&ws.id).idle_for() < age
             }
         }
+    }
+}
+
+/// How long `ws` has been live, when that is its maximum runtime or more.
+fn ran_past_max(ws: &Workspace, now: u64) -> Option<Duration> {
+    let max = Duration::from_secs(ws.max_runtime_secs?);
+    let ran = Duration::from_millis(now.saturating_sub(ws.live_since_ms?));
+    (ran >= max).then_some(ran)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_maximum_runtime_counts_from_when_the_workspace_became_live() {
+        let mut ws: Workspace = serde_json::from_value(serde_json::json!({
+            "id": "w", "status": "running", "uid": 1, "created_at_ms": 0, "metadata": {},
+            "env": {}, "secret_names": [], "repo": null, "revision": null,
+            "from_snapshot": null, "idle_timeout_secs": 600, "latest_snapshot": null,
+            "setup": null, "last_recovery": null
+        }))
+        .expect("workspace");
+        // No limit, or not live: never.
+        assert_eq!(ran_past_max(&ws, 10_000_000), None);
+        ws.max_runtime_secs = Some(3);
+        assert_eq!(ran_past_max(&ws, 10_000_000), None);
+        ws.live_since_ms = Some(1_000);
+        assert_eq!(ran_past_max(&ws, 3_999), None);
+        assert_eq!(ran_past_max(&ws, 4_000), Some(Duration::from_secs(3)));
     }
 }

@@ -46,6 +46,13 @@ pub struct Workspace {
     /// Commands cut off when the service ended (SIGTERM or a crash).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupted: Option<Interruption>,
+    /// Longest time the workspace may stay live (from its create or its last connect) before
+    /// it is stopped with the reason `max_runtime`; `None`: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runtime_secs: Option<u64>,
+    /// When it last became live (create, connect); `None` while stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_since_ms: Option<u64>,
 }
 
 impl Workspace {
@@ -69,6 +76,9 @@ pub struct CreateRequest {
     /// With `from`, copy the parent workspace's metadata under the caller's.
     pub inherit_parent_metadata: bool,
     pub idle_timeout_secs: Option<u64>,
+    /// Longest time the workspace stays live before it is stopped (`max_runtime`); wins over
+    /// the repository's settings and `serve --max-runtime`.
+    pub max_runtime_secs: Option<u64>,
     /// Time limit for the setup script.
     pub setup_timeout_ms: Option<u64>,
     /// `standard` or `docker-compose`; wins over the repository's settings and evidence.

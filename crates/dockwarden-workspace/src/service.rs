@@ -35,6 +35,8 @@ pub struct Config {
     pub tick: Duration,
     /// A baseline snapshot older than this is refreshed while the workspace is live.
     pub baseline_stale_after: Duration,
+    /// Maximum runtime of a workspace that neither its create request nor its settings limit.
+    pub default_max_runtime: Option<Duration>,
     /// Superseded automatic snapshots kept per workspace beside the newest (`retention`).
     pub keep_snapshots: usize,
 }

@@ -45,6 +45,8 @@ pub struct Settings {
     pub setup_timeout_secs: Option<u64>,
     /// Idle timeout for workspaces of this repository, unless the caller sets one.
     pub idle_timeout_secs: Option<u64>,
+    /// Maximum runtime for workspaces of this repository, unless the caller sets one.
+    pub max_runtime_secs: Option<u64>,
     /// `standard` or `docker-compose`: wins over evidence (the create request wins over it).
     pub runtime: Option<RuntimeKind>,
 }

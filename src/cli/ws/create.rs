@@ -36,6 +36,10 @@ pub struct CreateArgs {
     /// Idle timeout in seconds.
     #[arg(long)]
     pub idle_timeout: Option<u64>,
+    /// Maximum runtime in seconds: the workspace is stopped (with a snapshot) once it has been
+    /// live that long.
+    #[arg(long)]
+    pub max_runtime: Option<u64>,
     /// The runtime (default: the repository's settings, then its evidence).
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(RUNTIMES))]
     pub runtime: Option<String>,
@@ -53,6 +57,7 @@ pub(super) async fn create(c: &Client, a: CreateArgs, as_json: bool) -> anyhow::
         "id": a.id, "metadata": map(&a.meta), "env": map(&a.env), "secrets": map(&a.secret),
         "repo": a.repo, "revision": a.rev, "from": a.from,
         "inherit_parent_metadata": a.inherit_metadata, "idle_timeout_secs": a.idle_timeout,
+        "max_runtime_secs": a.max_runtime,
         "runtime": a.runtime, "resources": resources,
     });
     if as_json {

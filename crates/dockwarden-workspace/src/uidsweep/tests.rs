@@ -389,6 +389,7 @@ async fn a_uid_whose_sweep_fails_is_kept_from_allocation_until_a_sweep_finds_it_
         default_idle_timeout: Duration::from_secs(3600),
         tick: Duration::from_secs(1),
         baseline_stale_after: Duration::from_secs(600),
+        default_max_runtime: None,
         keep_snapshots: 2,
     };
     let store = Store::open(&state.path().join("state.db")).unwrap();
@@ -451,6 +452,7 @@ async fn the_start_sweep_finds_what_a_crash_left_under_a_free_uid() {
         default_idle_timeout: Duration::from_secs(3600),
         tick: Duration::from_secs(1),
         baseline_stale_after: Duration::from_secs(600),
+        default_max_runtime: None,
         keep_snapshots: 2,
     };
     let store = Store::open(&state.path().join("state.db")).unwrap();

@@ -44,6 +44,7 @@ impl Service {
         let starting = ws.status == Status::Stopped || recovery.is_some();
         if ws.status == Status::Stopped {
             ws.status = Status::Running;
+            ws.live_since_ms = Some(crate::model::now_ms());
         }
         if recovery.is_some() {
             ws.last_recovery = recovery.clone();

@@ -154,6 +154,10 @@ impl Service {
             docker_host: None,
             last_stop: None,
             interrupted: None,
+            max_runtime_secs: req
+                .max_runtime_secs
+                .or(self.cfg.default_max_runtime.map(|d| d.as_secs())),
+            live_since_ms: None,
         })
     }
 
@@ -174,6 +178,9 @@ impl Service {
         let settings = self.read_settings_of(&ws).map_err(fail)?;
         if let (None, Some(t)) = (req.idle_timeout_secs, settings.idle_timeout_secs) {
             ws.idle_timeout_secs = t;
+        }
+        if let (None, Some(t)) = (req.max_runtime_secs, settings.max_runtime_secs) {
+            ws.max_runtime_secs = Some(t);
         }
         let mut notes = Vec::new();
         // A fork keeps its parent's runtime unless the caller names one.
@@ -210,6 +217,7 @@ impl Service {
         }
         self.refuse_if_cancelled(&ws).map_err(fail)?;
         ws.status = Status::Ready;
+        ws.live_since_ms = Some(now_ms());
         // A setup that filled the disk is reported, not fatal: the reserve closes the journal.
         self.store
             .tx_reserved(|tx| {

@@ -34,6 +34,9 @@ pub(crate) fn not_applied(req: &CreateRequest, ws: &Workspace) -> Vec<String> {
     {
         fields.push("idle_timeout_secs");
     }
+    if req.max_runtime_secs.is_some() && req.max_runtime_secs != ws.max_runtime_secs {
+        fields.push("max_runtime_secs");
+    }
     if req.runtime.is_some_and(|r| r != ws.runtime.runtime) {
         fields.push("runtime");
     }

@@ -57,6 +57,7 @@ impl Service {
         }
         ws = self.store.require(id)?;
         ws.status = Status::Stopped;
+        ws.live_since_ms = None;
         let snapshot_id = snapshot.as_ref().map(|s| s.id.clone());
         ws.last_stop = Some(StopRecord {
             at_ms: now_ms(),

@@ -69,6 +69,7 @@ fn service(dir: &std::path::Path) -> (Service, Arc<FakeRuntime>) {
         default_idle_timeout: Duration::from_secs(3600),
         tick: Duration::from_secs(1),
         baseline_stale_after: Duration::from_secs(600),
+        default_max_runtime: None,
         keep_snapshots: 2,
     };
     let store = Store::open(&dir.join("state.db")).unwrap();
