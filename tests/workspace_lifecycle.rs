@@ -2,6 +2,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "workspace_support/repo.rs"]
+mod repo;
 mod workspace_support;
 
 use std::time::{Duration, Instant};
@@ -242,4 +244,47 @@ fn a_busy_workspace_is_stopped_at_its_maximum_runtime() {
     assert_eq!(ws["status"], "running");
     assert!(ws["live_since_ms"].as_u64().is_some(), "{ws}");
     svc.ok("DELETE", "/v1/workspaces/m", None);
+}
+
+/// A standard workspace has no Docker daemon: a setup script and a command that need one
+/// fail with a note naming the fix, `ws reprovision <id> --runtime docker-compose`, in the
+/// answer and in the CLI's output.
+#[test]
+fn a_docker_command_in_a_standard_workspace_names_the_reprovision() {
+    let svc = Svc::start(30350, &[], &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo::repo_with(
+        dir.path(),
+        "needs-docker",
+        &json!({ "runtime": "standard", "scripts": { "setup": "docker info" } }),
+    );
+    let created = svc.ok(
+        "POST",
+        "/v1/workspaces",
+        Some(json!({ "id": "nd", "repo": repo.to_str().unwrap() })),
+    );
+    let setup = &created["workspace"]["setup"];
+    assert_ne!(setup["exit_code"], 0, "{created}");
+    let fix = "dockwarden ws reprovision nd --runtime docker-compose";
+    assert!(
+        setup["notes"][0].as_str().unwrap_or_default().contains(fix),
+        "{created}"
+    );
+
+    let r = svc.exec("nd", "docker ps");
+    assert_ne!(r["exit_code"], 0, "{r}");
+    assert!(
+        r["notes"][0].as_str().unwrap_or_default().contains(fix),
+        "{r}"
+    );
+    let o = svc.cli(&["exec", "nd", "--", "docker ps"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("dockwarden: nd: note: ") && stderr.contains(fix),
+        "{stderr}"
+    );
+    // A failure that is not about Docker gets no note.
+    let r = svc.exec("nd", "exit 3");
+    assert!(r["notes"].is_null(), "{r}");
+    svc.ok("DELETE", "/v1/workspaces/nd", None);
 }

@@ -99,6 +99,9 @@ pub struct SetupOutcome {
     /// Set when setup failed on a full disk: the growth and the one retry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk: Option<DiskEvent>,
+    /// What to do about the failure, when the service can tell (`hints`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// The answer to `create`.
@@ -198,6 +201,9 @@ pub struct ExecResult {
     /// Set when the command failed on a full disk: whether it grew (never replayed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk: Option<DiskEvent>,
+    /// What to do about the failure, when the service can tell (`hints`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Answer of `kill`.

@@ -150,6 +150,7 @@ fn created_lines(v: &Value, created: bool, out: &mut String) {
             if setup["exit_code"] != 0 {
                 let _ = writeln!(out, "{}", s(&setup["stderr"]));
             }
+            notes(setup, out);
         }
         Some(_) => {
             let _ = writeln!(out, "no setup script");
@@ -278,6 +279,7 @@ pub fn exec_report(id: &str, r: &Value) -> String {
     }
     let mut lines = String::new();
     resumed_lines(r, &mut lines);
+    notes(r, &mut lines);
     for l in lines.lines() {
         let _ = writeln!(out, "dockwarden: {id}: {l}");
     }

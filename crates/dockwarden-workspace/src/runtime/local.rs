@@ -134,6 +134,7 @@ impl LocalRuntime {
             timed_out,
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             disk: None,
+            notes: Vec::new(),
         })
     }
 }

@@ -361,6 +361,7 @@ impl Runtime for NoRuntime {
                 timed_out: false,
                 duration_ms: 0,
                 disk: None,
+                notes: Vec::new(),
             })
         })
     }

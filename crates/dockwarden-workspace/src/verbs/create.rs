@@ -324,6 +324,7 @@ impl Service {
                 stderr: String::new(),
                 timed_out: false,
                 disk: None,
+                notes: Vec::new(),
             });
         };
         let spec = self.run_spec(ws, &BTreeMap::new())?;
@@ -350,7 +351,13 @@ impl Service {
                 );
             }
         }
+        let notes = (r.exit_code != 0)
+            .then(|| crate::hints::docker_socket(&ws.id, ws.runtime.runtime, &r.stderr))
+            .flatten()
+            .into_iter()
+            .collect();
         Ok(SetupOutcome {
+            notes,
             ran: true,
             exit_code: r.exit_code,
             stdout: r.stdout,

@@ -66,6 +66,13 @@ impl Service {
             ev.note = format!("{}; the command was not replayed, run it again", ev.note);
             r.disk = Some(ev);
         }
+        if r.exit_code != 0 {
+            r.notes.extend(crate::hints::docker_socket(
+                id,
+                ws.runtime.runtime,
+                &r.stderr,
+            ));
+        }
         Ok(r)
     }
 }

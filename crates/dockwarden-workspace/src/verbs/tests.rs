@@ -43,6 +43,7 @@ impl Runtime for FakeRuntime {
                 timed_out: false,
                 duration_ms: 0,
                 disk: None,
+                notes: Vec::new(),
             })
         })
     }
