@@ -10,6 +10,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "workspace_support/repo.rs"]
+mod repo;
 mod workspace_support;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -973,4 +975,70 @@ fn archive_and_run_scripts_use_the_workspace_daemon_and_archive_precedes_the_sna
     );
     env.svc.ok("DELETE", "/v1/workspaces/ar", None);
     assert_nothing_left(&env, "ar", uid);
+}
+
+/// `"auto_reprovision": true` in a repository's settings: a standard workspace whose setup
+/// fails for want of a Docker daemon is reprovisioned to `docker-compose` once and its setup
+/// runs again there; a command that fails the same way reprovisions it too, and the answer
+/// says to run the command again. Without the setting only the note is given
+/// (`workspace_lifecycle::a_docker_command_in_a_standard_workspace_names_the_reprovision`).
+#[test]
+fn auto_reprovision_gives_a_standard_workspace_that_needs_docker_a_daemon_once() {
+    skip_unless_ready!();
+    let env = Env::start(43700);
+    let dir = env.svc.dir.path();
+    let repo = repo::repo_with(
+        dir,
+        "auto-setup",
+        &json!({
+            "runtime": "standard", "auto_reprovision": true,
+            "scripts": { "setup": "docker info >/dev/null && echo HAS-DOCKER" }
+        }),
+    );
+    let created = env.svc.ok(
+        "POST",
+        "/v1/workspaces",
+        Some(json!({ "id": "as", "repo": repo.to_str().unwrap() })),
+    );
+    let ws = &created["workspace"];
+    assert_eq!(ws["runtime"]["runtime"], "docker-compose", "{created}");
+    assert_eq!(ws["setup"]["exit_code"], 0, "{created}");
+    assert!(
+        ws["setup"]["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("HAS-DOCKER"),
+        "{created}"
+    );
+    assert!(
+        created["notes"].to_string().contains("auto_reprovision"),
+        "{created}"
+    );
+    assert_eq!(env.svc.exec("as", "docker ps -q")["exit_code"], 0);
+
+    let repo = repo::repo_with(
+        dir,
+        "auto-exec",
+        &json!({ "runtime": "standard", "auto_reprovision": true }),
+    );
+    env.svc.ok(
+        "POST",
+        "/v1/workspaces",
+        Some(json!({ "id": "ae", "repo": repo.to_str().unwrap() })),
+    );
+    let r = env.svc.exec("ae", "docker ps -q");
+    assert_ne!(r["exit_code"], 0, "{r}");
+    assert!(
+        r["notes"][0]
+            .as_str()
+            .unwrap_or_default()
+            .contains("reprovisioned to `docker-compose`"),
+        "{r}"
+    );
+    let ws = env.svc.ok("GET", "/v1/workspaces/ae", None);
+    assert_eq!(ws["runtime"]["runtime"], "docker-compose", "{ws}");
+    assert_eq!(env.svc.exec("ae", "docker ps -q")["exit_code"], 0);
+    for id in ["as", "ae"] {
+        env.svc.ok("DELETE", &format!("/v1/workspaces/{id}"), None);
+    }
 }

@@ -94,11 +94,14 @@ impl Service {
         let result = self.build(ws, &req, seq, progress).await;
         drop(op);
         match result {
-            Ok((workspace, notes)) => Ok(Created {
-                workspace,
-                created: true,
-                notes,
-            }),
+            Ok((workspace, notes)) => {
+                let created = Created {
+                    workspace,
+                    created: true,
+                    notes,
+                };
+                Ok(self.auto_reprovision_after_setup(created).await)
+            }
             Err((id, e)) => {
                 warn!(workspace.id = %id, error = %e, "create failed; removing");
                 self.tear_down_runtime(&id).await;
@@ -365,5 +368,52 @@ impl Service {
             timed_out: r.timed_out,
             disk,
         })
+    }
+
+    /// `auto_reprovision` (settings): a setup that failed for want of a Docker daemon in a
+    /// standard workspace is run again on `docker-compose`, once, and the answer says so.
+    async fn auto_reprovision_after_setup(&self, mut c: Created) -> Created {
+        let needs_docker = c
+            .workspace
+            .setup
+            .as_ref()
+            .is_some_and(|s| !s.notes.is_empty());
+        let wanted = needs_docker
+            && self
+                .read_settings_of(&c.workspace)
+                .is_ok_and(|s| s.auto_reprovision);
+        if !wanted {
+            return c;
+        }
+        let id = c.workspace.id.clone();
+        match self.reprovision_to_docker(&id).await {
+            Ok(r) => {
+                let exit = r.workspace.setup.as_ref().map_or(0, |s| s.exit_code);
+                c.notes.push(format!(
+                    "setup needed a Docker daemon: the workspace was reprovisioned to `docker-compose` (auto_reprovision) and its setup ran again, exiting {exit}"
+                ));
+                c.workspace = r.workspace;
+            }
+            Err(e) => c.notes.push(format!(
+                "setup needed a Docker daemon, and reprovisioning to `docker-compose` (auto_reprovision) failed: {e}"
+            )),
+        }
+        c
+    }
+
+    /// Reprovisions `id` to the docker-compose runtime (`auto_reprovision`).
+    pub(crate) async fn reprovision_to_docker(
+        &self,
+        id: &str,
+    ) -> WsResult<crate::model::Reprovisioned> {
+        info!(workspace.id = %id, "auto_reprovision: to docker-compose");
+        self.reprovision(
+            id,
+            crate::model::ReprovisionRequest {
+                runtime: Some(RuntimeKind::DockerCompose),
+                ..Default::default()
+            },
+        )
+        .await
     }
 }

@@ -23,7 +23,10 @@ impl Service {
             return Err(WsError::Invalid("the command is empty".into()));
         }
         let prepared = self.prepare(id, true).await?;
-        let result = self.exec(id, req, sink).await?;
+        let mut result = self.exec(id, req, sink).await?;
+        if !result.notes.is_empty() {
+            self.auto_reprovision_after_exec(id, &mut result).await;
+        }
         Ok(Resumed {
             result,
             resumed: prepared.resumed,
@@ -74,5 +77,23 @@ impl Service {
             ));
         }
         Ok(r)
+    }
+
+    /// `auto_reprovision` (settings): a command that failed for want of a Docker daemon in a
+    /// standard workspace reprovisions it to `docker-compose`, once. The command is not run
+    /// again (it may not be safe to repeat); the note says to run it again.
+    async fn auto_reprovision_after_exec(&self, id: &str, r: &mut ExecResult) {
+        let Ok(ws) = self.store.require(id) else {
+            return;
+        };
+        if !self.read_settings_of(&ws).is_ok_and(|s| s.auto_reprovision) {
+            return;
+        }
+        r.notes = vec![match self.reprovision_to_docker(id).await {
+            Ok(_) => "the command needed a Docker daemon: the workspace was reprovisioned to `docker-compose` (auto_reprovision), its files kept; run the command again".to_string(),
+            Err(e) => format!(
+                "the command needed a Docker daemon, and reprovisioning to `docker-compose` (auto_reprovision) failed: {e}"
+            ),
+        }];
     }
 }
