@@ -1042,3 +1042,185 @@ fn auto_reprovision_gives_a_standard_workspace_that_needs_docker_a_daemon_once()
         env.svc.ok("DELETE", &format!("/v1/workspaces/{id}"), None);
     }
 }
+
+/// The pid of workspace `id`'s `part` (`dockerd`, `containerd`, `dockwarden`): a process whose
+/// program is that and whose command line names the workspace's docker directory.
+fn part_pid(env: &Env, id: &str, part: &str) -> Option<i32> {
+    let dir = env.ws_dir(id).join("docker").display().to_string();
+    pids_mentioning(&dir).into_iter().find(|p| {
+        let c = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+        let argv0 = c.split(|b| *b == 0).next().unwrap_or_default();
+        Path::new(&*String::from_utf8_lossy(argv0))
+            .file_name()
+            .is_some_and(|n| n == part)
+    })
+}
+
+/// Seed: a runtime that died is restarted. `kill -9` of the private dockerd, then of its
+/// containerd, then of the dockwarden proxy: each is noticed by upkeep (default tick) and the
+/// runtime is restarted on the same data root within 5 s; `docker ps` works again, the image
+/// loaded before is still there, and `info` shows the recovery.
+#[test]
+fn a_killed_dockerd_containerd_or_proxy_is_restarted_within_5_s() {
+    skip_unless_ready!();
+    // The service preloads the test image: the data root's content shows it was kept.
+    let env = Env::start_with(43800, true);
+    env.svc.ok(
+        "POST",
+        "/v1/workspaces",
+        Some(json!({ "id": "heal", "runtime": "docker-compose" })),
+    );
+    for part in ["dockerd", "containerd", "dockwarden"] {
+        // Up longer than a crash loop's part would stay (`heal::FLAPPING`, 3 s).
+        std::thread::sleep(Duration::from_millis(3500));
+        let pid = part_pid(&env, "heal", part).unwrap_or_else(|| panic!("no {part} running"));
+        let killed_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let t0 = std::time::Instant::now();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let mut rec = Value::Null;
+        while t0.elapsed() < Duration::from_secs(20) {
+            let ws = env.svc.ok("GET", "/v1/workspaces/heal", None);
+            if ws["last_recovery"]["at_ms"]
+                .as_u64()
+                .is_some_and(|t| t >= killed_at)
+            {
+                rec = ws["last_recovery"].clone();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let took = t0.elapsed();
+        assert!(rec.is_object(), "{part}: never restarted");
+        eprintln!(
+            "{part} killed: runtime restarted in {} ms",
+            took.as_millis()
+        );
+        assert!(
+            took <= Duration::from_secs(5),
+            "{part}: restarted after {took:?}: {rec}"
+        );
+        let reason = rec["reason"].as_str().unwrap();
+        let named = if part == "dockwarden" {
+            "dockwarden proxy"
+        } else {
+            part
+        };
+        assert!(
+            reason.starts_with("runtime restarted after a part died") && reason.contains(named),
+            "{part}: {rec}"
+        );
+        assert_ne!(part_pid(&env, "heal", part), Some(pid));
+        let images = env.ok("heal", "docker image ls -q dockwarden-test:latest");
+        assert!(
+            !images.trim().is_empty(),
+            "{part}: the data root was not kept"
+        );
+        let info = env.svc.cli(&["info", "heal"]);
+        let text = String::from_utf8_lossy(&info.stdout);
+        assert!(
+            text.contains("last recovery: runtime restarted after a part died"),
+            "{text}"
+        );
+    }
+    // A call that arrives right after a part died waits for the restart instead of failing,
+    // and its answer carries the recovery.
+    std::thread::sleep(Duration::from_millis(3500));
+    let pid = part_pid(&env, "heal", "dockerd").expect("dockerd");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    // Dead (a zombie or gone), and the call comes before upkeep's next tick could act.
+    wait_until(Duration::from_secs(5), "dockerd gone", || {
+        !alive(&pid.to_string())
+    });
+    let r = env
+        .svc
+        .exec("heal", "docker ps -q >/dev/null && echo DAEMON-UP");
+    assert_eq!(r["exit_code"], 0, "{r}");
+    assert_eq!(r["stdout"], "DAEMON-UP\n", "{r}");
+    assert!(
+        r["recovery"]["reason"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("runtime restarted after a part died")),
+        "{r}"
+    );
+    env.svc.ok("DELETE", "/v1/workspaces/heal", None);
+}
+
+/// A dockerd that exits at once on every restart is a crash loop: restarts back off (1 s,
+/// 2 s, 4 s, ...), so a dozen seconds see a handful of tries, not one per tick, and a call
+/// meanwhile gets `runtime_down` (503) naming what died and its log.
+#[test]
+fn a_dockerd_that_keeps_dying_backs_off_and_reports_runtime_down() {
+    skip_unless_ready!();
+    let wrap = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(wrap.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let starts = wrap.path().join("starts");
+    let fail = wrap.path().join("fail");
+    let script = wrap.path().join("dockerd");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho start >> {starts}\nif [ -e {fail} ]; then echo 'dockerd wrapper: exiting at once' >&2; exit 1; fi\nexec {real} \"$@\"\n",
+            starts = starts.display(),
+            fail = fail.display(),
+            real = dockerd()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let svc = Svc::start(43850, &["--dockerd", script.to_str().unwrap()], &[]);
+    std::fs::set_permissions(svc.dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    svc.ok(
+        "POST",
+        "/v1/workspaces",
+        Some(json!({ "id": "loop", "runtime": "docker-compose" })),
+    );
+    let ws_dir = svc
+        .state
+        .join("workspaces/loop/docker")
+        .display()
+        .to_string();
+    let pid = pids_mentioning(&ws_dir)
+        .into_iter()
+        .find(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.starts_with(dockerd().as_bytes()))
+        })
+        .expect("the workspace's dockerd");
+    std::fs::write(&fail, "").unwrap();
+    let before = std::fs::read_to_string(&starts).unwrap().lines().count();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(12));
+    let tries = std::fs::read_to_string(&starts).unwrap().lines().count() - before;
+    eprintln!("crash loop: {tries} restarts in 12 s");
+    // Without back-off: one per 1 s tick (12). With it: 1 + 2 + 4 + 8 s between tries.
+    assert!((2..=6).contains(&tries), "{tries} restarts in 12 s");
+    let (code, v) = svc.api(
+        "POST",
+        "/v1/workspaces/loop/exec",
+        Some(json!({ "cmd": "docker ps" })),
+    );
+    assert_eq!(code, 503, "{v}");
+    assert_eq!(v["code"], "runtime_down", "{v}");
+    let msg = v["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("dockerd") && msg.contains("dockerd.log"),
+        "{v}"
+    );
+    let _ = std::fs::remove_file(&fail);
+    let _ = svc.api("DELETE", "/v1/workspaces/loop", None);
+}

@@ -34,6 +34,15 @@ pub enum WsError {
     },
     #[error("snapshot `{id}` is corrupt: {detail}")]
     CorruptSnapshot { id: String, detail: String },
+    /// A part of the runtime died and could not be restarted (yet): `heal`.
+    #[error(
+        "the runtime of workspace `{id}` is down ({parts}) and could not be restarted: {detail}; the next try is automatic, or run `dockwarden ws restart {id}`"
+    )]
+    RuntimeDown {
+        id: String,
+        parts: String,
+        detail: String,
+    },
     #[error("git clone of `{repo}` failed: {detail}")]
     Clone { repo: String, detail: String },
     #[error(
@@ -96,6 +105,7 @@ impl WsError {
             WsError::Invalid(_) | WsError::Clone { .. } => "invalid",
             WsError::WrongState { .. } => "wrong_state",
             WsError::CorruptSnapshot { .. } => "corrupt_snapshot",
+            WsError::RuntimeDown { .. } => "runtime_down",
             WsError::NoFreeUid | WsError::Io { .. } | WsError::Db(_) | WsError::Internal(_) => {
                 "internal"
             }

@@ -27,6 +27,12 @@ impl Service {
 
     async fn upkeep_one(&self, ws: &Workspace) {
         let live = self.live(&ws.id);
+        if let Ok(spec) = self.run_spec(ws, &std::collections::BTreeMap::new())
+            && !self.runtime.is_up(&spec)
+        {
+            self.heal_runtime_in_upkeep(ws).await;
+            return;
+        }
         if !self.worktree_valid(ws) {
             // Healed here too, not only when a call comes: the run script needs its tree.
             if let Ok(_op) = live.op.try_lock() {

@@ -54,6 +54,8 @@ pub struct WsLive {
     execs: AtomicUsize,
     /// Set by a delete that arrives while the workspace is being created.
     pub cancelled: std::sync::atomic::AtomicBool,
+    /// Restarts of a runtime whose part died, and their back-off (`heal`).
+    pub heal: Mutex<crate::heal::HealState>,
 }
 
 impl WsLive {
@@ -64,6 +66,7 @@ impl WsLive {
             last_activity: Mutex::new(Instant::now()),
             execs: AtomicUsize::new(0),
             cancelled: std::sync::atomic::AtomicBool::new(false),
+            heal: Mutex::new(crate::heal::HealState::default()),
         }
     }
 

@@ -40,12 +40,15 @@ fn snapshot_line(v: &Value) -> String {
 
 /// What a restore did: where from, what it could not bring back, where the damaged tree went.
 fn recovery_lines(r: &Value, out: &mut String) {
-    let _ = writeln!(
-        out,
-        "restored from {} ({})",
-        s(&r["restored_from"]),
-        s(&r["reason"])
-    );
+    match r["restored_from"].as_str() {
+        Some(from) => {
+            let _ = writeln!(out, "restored from {from} ({})", s(&r["reason"]));
+        }
+        // A runtime restarted after a part died: nothing was restored.
+        None => {
+            let _ = writeln!(out, "{}", s(&r["reason"]));
+        }
+    }
     if let Some(list) = r["unrecovered"].as_array().filter(|l| !l.is_empty()) {
         let _ = writeln!(out, "not recovered ({}):", list.len());
         for p in list {

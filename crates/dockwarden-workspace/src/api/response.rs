@@ -41,6 +41,7 @@ pub fn status_of(e: &WsError) -> StatusCode {
         "invalid_path" | "invalid" => StatusCode::BAD_REQUEST,
         "too_large" => StatusCode::PAYLOAD_TOO_LARGE,
         "wrong_state" => StatusCode::CONFLICT,
+        "runtime_down" => StatusCode::SERVICE_UNAVAILABLE,
         "over_ceiling" => StatusCode::UNPROCESSABLE_ENTITY,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }

@@ -148,6 +148,19 @@ impl Runtime for Runtimes {
         })
     }
 
+    fn dead_parts(&self, spec: &RunSpec) -> Vec<String> {
+        let mut dead = Vec::new();
+        if let Some((net, ns)) = self.standard_net(spec)
+            && !net.is_ready(&ns, spec.uid)
+        {
+            dead.push("the workspace's network namespace".to_string());
+        }
+        if let Ok(rt) = self.of(spec) {
+            dead.extend(rt.dead_parts(spec));
+        }
+        dead
+    }
+
     fn is_up(&self, spec: &RunSpec) -> bool {
         let net_up = self
             .standard_net(spec)

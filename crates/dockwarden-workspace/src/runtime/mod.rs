@@ -103,4 +103,10 @@ pub trait Runtime: Send + Sync {
     fn is_up(&self, _spec: &RunSpec) -> bool {
         true
     }
+
+    /// The parts of the environment that are not running, each with how it ended and the
+    /// log to read (`heal` restarts them). Empty when `is_up`.
+    fn dead_parts(&self, _spec: &RunSpec) -> Vec<String> {
+        Vec::new()
+    }
 }

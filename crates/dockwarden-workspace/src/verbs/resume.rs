@@ -29,11 +29,15 @@ impl Service {
                 recovery: connected.recovery,
             });
         }
+        let recovery = self
+            .heal_if_invalid(&ws, "worktree missing or invalid at a call")
+            .await?;
+        // A runtime part that died is restarted before the call runs (or its restart, under
+        // way in upkeep, waited for).
+        let restarted = self.heal_runtime_for_call(&ws).await?;
         Ok(Prepared {
             resumed: false,
-            recovery: self
-                .heal_if_invalid(&ws, "worktree missing or invalid at a call")
-                .await?,
+            recovery: recovery.or(restarted),
         })
     }
 

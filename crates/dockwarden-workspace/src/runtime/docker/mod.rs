@@ -644,6 +644,30 @@ impl Runtime for DockerRuntime {
         Box::pin(self.remove_all(spec))
     }
 
+    fn dead_parts(&self, spec: &RunSpec) -> Vec<String> {
+        let l = Self::layout(spec);
+        let Ok(mut m) = self.instances.lock() else {
+            return vec!["the runtime's records (poisoned lock)".into()];
+        };
+        let Some(i) = m.get_mut(&spec.workspace_id) else {
+            return vec!["dockerd, containerd and the dockwarden proxy (not started)".into()];
+        };
+        let ctd_log = containerd::Paths::of(&l).log;
+        let parts: [(&str, &mut std::process::Child, &Path); 3] = [
+            ("containerd", &mut i.containerd, &ctd_log),
+            ("dockerd", &mut i.dockerd, &l.dockerd_log),
+            ("the dockwarden proxy", &mut i.proxy, &l.proxy_log),
+        ];
+        parts
+            .into_iter()
+            .filter_map(|(name, child, log)| match child.try_wait() {
+                Ok(None) => None,
+                Ok(Some(st)) => Some(format!("{name} {st}; see `{}`", log.display())),
+                Err(e) => Some(format!("{name} (unknown: {e}); see `{}`", log.display())),
+            })
+            .collect()
+    }
+
     fn is_up(&self, spec: &RunSpec) -> bool {
         let Ok(mut m) = self.instances.lock() else {
             return false;
