@@ -455,7 +455,7 @@ fn a_fork_of_a_fork_clones_whole_images_shares_their_blocks_and_stays_independen
     );
     assert_eq!(grown["state"], "applied", "{grown}");
     let st = svc.ok("GET", "/v1/workspaces/f1/status", None);
-    let size = st["disk"]["sizeBytes"].as_u64().unwrap();
+    let size = st["disk"]["size_bytes"].as_u64().unwrap();
     assert!(size > 80 << 20, "grown to 96 MiB less the log: {st}");
 
     // Deleting workspaces deletes their snapshots' image clones.

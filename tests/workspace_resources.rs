@@ -134,16 +134,16 @@ fn a_64mib_burst_limit_oom_kills_a_200mib_allocator_while_a_small_one_runs() {
     );
     let st = status(&svc, "mem");
     let usage = &st["health"]["usage"];
-    assert!(usage["oomKills"].as_u64().unwrap() >= 1, "{st}");
+    assert!(usage["oom_kills"].as_u64().unwrap() >= 1, "{st}");
     assert!(
-        usage["memoryPeakBytes"].as_u64().unwrap() <= 64 * MIB,
+        usage["memory_peak_bytes"].as_u64().unwrap() <= 64 * MIB,
         "{st}"
     );
-    assert_eq!(st["burstLimit"]["memoryBytes"], 64 * MIB);
-    assert_eq!(st["reservation"]["memoryBytes"], 32 * MIB);
-    assert_eq!(st["resourceModel"], "burstable");
-    assert_eq!(st["ceilings"]["memory"]["setBy"], "plan");
-    assert_eq!(st["ceilings"]["cpu"]["setBy"], "platform");
+    assert_eq!(st["burst_limit"]["memory_bytes"], 64 * MIB);
+    assert_eq!(st["reservation"]["memory_bytes"], 32 * MIB);
+    assert_eq!(st["resource_model"], "burstable");
+    assert_eq!(st["ceilings"]["memory"]["set_by"], "plan");
+    assert_eq!(st["ceilings"]["cpu"]["set_by"], "platform");
     // The workspace keeps working after the kill.
     let after = svc.exec("mem", "echo alive");
     assert_eq!(after["stdout"], "alive\n");
@@ -170,11 +170,11 @@ fn a_half_cpu_cap_holds_a_busy_loop_near_50_percent() {
     let wall = t.elapsed().as_secs_f64();
     assert_eq!(r["exit_code"], 0, "{r}");
     let after = status(&svc, "cpu")["health"]["usage"].clone();
-    let used = (after["cpuUsageUsec"].as_u64().unwrap() - before["cpuUsageUsec"].as_u64().unwrap())
-        as f64
+    let used = (after["cpu_usage_usec"].as_u64().unwrap()
+        - before["cpu_usage_usec"].as_u64().unwrap()) as f64
         / 1e6;
     let share = used / wall;
-    let throttled = after["cpuThrottledPeriods"].as_u64().unwrap();
+    let throttled = after["cpu_throttled_periods"].as_u64().unwrap();
     println!(
         "two busy loops under a 0.5 CPU cap: {used:.2} s CPU in {wall:.2} s = {:.0}% of one CPU, {throttled} throttled periods",
         share * 100.0
@@ -232,7 +232,7 @@ fn resize_up_under_the_threshold_is_live_over_it_and_down_wait_for_approval() {
     );
     assert_eq!(r["state"], "pending_approval", "{r}");
     assert!(
-        r["approvalNeeded"][0]
+        r["approval_needed"][0]
             .as_str()
             .unwrap()
             .contains("layer `plan`"),
@@ -363,12 +363,12 @@ fn create_over_a_ceiling_is_refused_and_makes_nothing() {
     svc.ok("POST", "/v1/workspaces", Some(body));
     let st = status(&svc, "tight");
     assert_eq!(st["ceilings"]["memory"]["value"], 48 * MIB, "{st}");
-    assert_eq!(st["ceilings"]["memory"]["setBy"], "workspace");
+    assert_eq!(st["ceilings"]["memory"]["set_by"], "workspace");
     // The looser cpu value was ignored and reported.
-    assert_eq!(st["ceilings"]["cpu"]["setBy"], "platform", "{st}");
-    assert_eq!(st["ignoredLayerValues"][0]["layer"], "workspace", "{st}");
+    assert_eq!(st["ceilings"]["cpu"]["set_by"], "platform", "{st}");
+    assert_eq!(st["ignored_layer_values"][0]["layer"], "workspace", "{st}");
     // The default burst (64 MiB) was lowered to the workspace's ceiling.
-    assert_eq!(st["burstLimit"]["memoryBytes"], 48 * MIB, "{st}");
+    assert_eq!(st["burst_limit"]["memory_bytes"], 48 * MIB, "{st}");
     svc.ok("DELETE", "/v1/workspaces/tight", None);
 }
 
@@ -428,22 +428,22 @@ fn enospc_grows_a_64mib_disk_to_96_retries_setup_once_and_stops_at_the_ceiling()
     );
     assert_eq!(setup["disk"]["grew"], true, "{setup}");
     assert_eq!(setup["disk"]["retried"], true, "{setup}");
-    assert_eq!(setup["disk"]["fromBytes"], 64 * MIB);
-    assert_eq!(setup["disk"]["toBytes"], 96 * MIB);
-    assert_eq!(setup["disk"]["ceilingBytes"], 128 * MIB);
+    assert_eq!(setup["disk"]["from_bytes"], 64 * MIB);
+    assert_eq!(setup["disk"]["to_bytes"], 96 * MIB);
+    assert_eq!(setup["disk"]["ceiling_bytes"], 128 * MIB);
     let runs = std::fs::read_to_string(svc.worktree("full").join("setup-runs.log")).unwrap();
     assert_eq!(runs.lines().count(), 2, "setup ran {runs:?}");
     let st = status(&svc, "full");
     assert_eq!(st["disk"]["enforced"], true, "{st}");
-    assert_eq!(st["disk"]["configuredBytes"], 96 * MIB, "{st}");
+    assert_eq!(st["disk"]["configured_bytes"], 96 * MIB, "{st}");
     // statfs of the worktree: its own filesystem, 96 MiB less the XFS log.
-    let size = st["disk"]["sizeBytes"].as_u64().unwrap();
+    let size = st["disk"]["size_bytes"].as_u64().unwrap();
     assert!((85 * MIB..=96 * MIB).contains(&size), "{st}");
     assert!(
-        st["disk"]["usedBytes"].as_u64().unwrap() >= 80 * MIB,
+        st["disk"]["used_bytes"].as_u64().unwrap() >= 80 * MIB,
         "{st}"
     );
-    assert_eq!(st["disk"]["ceiling"]["setBy"], "plan");
+    assert_eq!(st["disk"]["ceiling"]["set_by"], "plan");
 
     // A non-setup command on a full disk: the disk grows (96 -> 128), the command is not
     // replayed, and its failure is kept.
@@ -453,7 +453,7 @@ fn enospc_grows_a_64mib_disk_to_96_retries_setup_once_and_stops_at_the_ceiling()
     );
     assert_ne!(r["exit_code"], 0, "{r}");
     assert_eq!(r["disk"]["grew"], true, "{r}");
-    assert_eq!(r["disk"]["toBytes"], 128 * MIB, "{r}");
+    assert_eq!(r["disk"]["to_bytes"], 128 * MIB, "{r}");
     assert!(
         r["disk"]["note"].as_str().unwrap().contains("not replayed"),
         "{r}"
@@ -475,7 +475,7 @@ fn enospc_grows_a_64mib_disk_to_96_retries_setup_once_and_stops_at_the_ceiling()
             .contains("no growth is possible"),
         "{r}"
     );
-    assert_eq!(status(&svc, "full")["disk"]["configuredBytes"], 128 * MIB);
+    assert_eq!(status(&svc, "full")["disk"]["configured_bytes"], 128 * MIB);
     // A command that fails with room left does not touch the disk.
     let r = svc.exec("full", "rm -f more.bin; false");
     assert_eq!(r["disk"], Value::Null, "{r}");

@@ -1,6 +1,5 @@
-//! A runtime part that dies is restarted: upkeep notices a live workspace whose runtime is not
-//! up (a private dockerd, its containerd or its dockwarden proxy gone; a standard workspace's
-//! network namespace gone) within a tick, and restarts the runtime on the same data root, as
+//! A runtime part that dies is restarted: upkeep notices a live docker-compose workspace whose
+//! runtime is not up (its private dockerd, containerd or dockwarden proxy gone) within a tick, and restarts the runtime on the same data root, as
 //! `restart` does. The restart is recorded as the workspace's `last_recovery`, with what died
 //! and what was lost. A call that finds the runtime down waits for the restart.
 //!
@@ -35,6 +34,13 @@ pub struct HealState {
     pub last_error: Option<(String, String)>,
 }
 
+/// Whether `heal` watches this workspace's runtime: the docker-compose runtime's parts
+/// (dockerd, containerd, the proxy). A standard workspace's namespace is made again by its
+/// next command (`Runtimes::up`), not restarted from upkeep.
+pub fn watched(ws: &Workspace) -> bool {
+    ws.runtime.runtime == crate::model_runtime::RuntimeKind::DockerCompose
+}
+
 /// The wait after `failures` consecutive failures: 1 s doubling, at most `MAX_BACKOFF`.
 pub fn backoff(failures: u32) -> Duration {
     if failures == 0 {
@@ -62,7 +68,7 @@ impl Service {
         &self,
         ws: &Workspace,
     ) -> WsResult<Option<RecoveryReport>> {
-        if !ws.status.is_live() {
+        if !ws.status.is_live() || !watched(ws) {
             return Ok(None);
         }
         let spec = self.run_spec(ws, &BTreeMap::new())?;

@@ -27,7 +27,8 @@ impl Service {
 
     async fn upkeep_one(&self, ws: &Workspace) {
         let live = self.live(&ws.id);
-        if let Ok(spec) = self.run_spec(ws, &std::collections::BTreeMap::new())
+        if crate::heal::watched(ws)
+            && let Ok(spec) = self.run_spec(ws, &std::collections::BTreeMap::new())
             && !self.runtime.is_up(&spec)
         {
             self.heal_runtime_in_upkeep(ws).await;

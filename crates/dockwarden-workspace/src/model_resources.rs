@@ -61,15 +61,18 @@ pub struct ResourceRequest {
 
 /// What an ENOSPC did to the disk, reported in the command's result.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct DiskEvent {
     /// The worktree's filesystem was full when the command failed.
     pub full: bool,
     pub grew: bool,
+    #[serde(alias = "fromBytes")]
     pub from_bytes: u64,
+    #[serde(alias = "toBytes")]
     pub to_bytes: u64,
+    #[serde(alias = "ceilingBytes")]
     pub ceiling_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "ceilingSetBy")]
     pub ceiling_set_by: Option<Layer>,
     /// Whether the command was run again (setup only, once).
     pub retried: bool,

@@ -371,7 +371,7 @@ fn change_lines(v: &Value, state: &str, out: &mut String) {
     for c in v["changes"].as_array().into_iter().flatten() {
         let axis = s(&c["axis"]);
         let part = match c["part"].as_str() {
-            Some("burstLimit" | "burst_limit") => "burst limit",
+            Some("burst_limit") => "burst limit",
             Some("reservation") => "reservation",
             _ => "",
         };
@@ -404,12 +404,12 @@ pub fn resize(v: &Value) -> String {
     let _ = writeln!(
         out,
         "resize request {id} for {}: {}",
-        s(&v["workspaceId"]),
+        s(&v["workspace_id"]),
         state.replace('_', " ")
     );
     change_lines(v, &state, &mut out);
     if state == "pending_approval" {
-        for why in v["approvalNeeded"].as_array().into_iter().flatten() {
+        for why in v["approval_needed"].as_array().into_iter().flatten() {
             let _ = writeln!(out, "approval needed: {}", s(why));
         }
         let _ = writeln!(
@@ -438,7 +438,7 @@ pub fn decided(v: &Value) -> String {
         out,
         "resize request {} for {}: {verb}",
         s(&v["request"]),
-        s(&v["workspaceId"])
+        s(&v["workspace_id"])
     );
     change_lines(v, &state, &mut out);
     interrupted(v, &mut out);

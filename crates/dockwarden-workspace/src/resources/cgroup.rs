@@ -270,17 +270,22 @@ fn remove_tree(d: &Path) -> io::Result<()> {
 
 /// Usage measured from the cgroup.
 #[derive(Debug, Clone, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Usage {
     /// Cumulative CPU time of every process of the workspace.
+    #[serde(alias = "cpuUsageUsec")]
     pub cpu_usage_usec: u64,
     /// CFS periods in which the workspace hit its CPU cap.
+    #[serde(alias = "cpuThrottledPeriods")]
     pub cpu_throttled_periods: u64,
+    #[serde(alias = "memoryBytes")]
     pub memory_bytes: u64,
+    #[serde(alias = "memoryPeakBytes")]
     pub memory_peak_bytes: Option<u64>,
     /// Processes killed by the OOM killer because of the memory cap.
+    #[serde(alias = "oomKills")]
     pub oom_kills: u64,
     /// Times the memory cap was reached (v1 `failcnt`, v2 `memory.events` `max`).
+    #[serde(alias = "memoryCapHits")]
     pub memory_cap_hits: u64,
     pub pids: u64,
 }

@@ -37,10 +37,12 @@ pub enum Disk {
 
 /// Size, use and free space of one worktree, as the filesystem reports them.
 #[derive(Debug, Clone, Copy, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct DiskUsage {
+    #[serde(alias = "sizeBytes")]
     pub size_bytes: u64,
+    #[serde(alias = "usedBytes")]
     pub used_bytes: u64,
+    #[serde(alias = "freeBytes")]
     pub free_bytes: u64,
 }
 

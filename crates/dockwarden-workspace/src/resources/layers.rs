@@ -14,7 +14,6 @@ pub use crate::model_resources::Layer;
 
 /// The bounds one layer sets.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct LayerBounds {
     #[serde(default)]
     pub ceiling: Amounts,
@@ -24,21 +23,21 @@ pub struct LayerBounds {
 
 /// One effective bound and the layer that set it (`None`: no layer bounds the axis).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Bound {
     pub value: Option<u64>,
+    #[serde(alias = "setBy")]
     pub set_by: Option<Layer>,
 }
 
 /// A layer's value that would have loosened the bound above it, so it was ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Ignored {
     pub layer: Layer,
     pub axis: Axis,
     pub kind: &'static str,
     pub value: u64,
     pub bound: u64,
+    #[serde(alias = "boundSetBy")]
     pub bound_set_by: Layer,
 }
 

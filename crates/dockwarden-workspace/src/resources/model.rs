@@ -72,13 +72,15 @@ impl Axis {
 
 /// An amount per axis; `None` means unbounded (or unchanged, in a request).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Amounts {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "cpuMillis")]
     pub cpu_millis: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "memoryBytes")]
     pub memory_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "diskBytes")]
     pub disk_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pids: Option<u64>,
@@ -119,9 +121,9 @@ impl Amounts {
 /// has one hard size (kept in `burst.disk_bytes`, mirrored in the reservation) and pids only
 /// a cap.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Sizing {
     pub reservation: Amounts,
+    #[serde(alias = "burstLimit")]
     pub burst_limit: Amounts,
 }
 

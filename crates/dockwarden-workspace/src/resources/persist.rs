@@ -22,7 +22,6 @@ CREATE INDEX IF NOT EXISTS resize_requests_ws ON resize_requests(workspace_id, c
 
 /// A workspace's resources as stored.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct WsResources {
     pub sizing: Sizing,
     /// The workspace layer's own bounds, from its create request.
@@ -31,11 +30,12 @@ pub struct WsResources {
 
 /// A recorded resize request.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct RequestRecord {
     pub id: String,
+    #[serde(alias = "workspaceId")]
     pub workspace_id: String,
     pub state: String,
+    #[serde(alias = "createdAtMs")]
     pub created_at_ms: u64,
     pub plan: Plan,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -119,4 +119,41 @@ pub fn requests_of(store: &Store, ws: &str) -> WsResult<Vec<RequestRecord>> {
         }
         Ok(out)
     })
+}
+
+#[cfg(test)]
+mod camel_case_rows {
+    use super::*;
+
+    /// Rows written before the API went snake_case (camelCase documents) still read.
+    #[test]
+    fn resources_stored_in_camel_case_still_read() {
+        let r: WsResources = dec(
+            r#"{"sizing":{"reservation":{"cpuMillis":250,"memoryBytes":33554432},
+                "burstLimit":{"cpuMillis":1000,"memoryBytes":67108864,"pids":256,"diskBytes":null}},
+                "own":{}}"#,
+        )
+        .expect("camelCase sizing");
+        assert_eq!(r.sizing.burst_limit.memory_bytes, Some(64 << 20));
+        assert_eq!(r.sizing.reservation.cpu_millis, Some(250));
+        let q: RequestRecord = dec(
+            r#"{"id":"rq","workspaceId":"w","state":"pending_approval","createdAtMs":5,
+                "plan":{"changes":[{"axis":"memory","part":"burstLimit","from":1,"to":2,
+                "direction":"up","mode":"live","action":"apply"}],"approvalNeeded":["x"],
+                "target":{"reservation":{},"burstLimit":{}}}}"#,
+        )
+        .expect("camelCase request");
+        assert_eq!(q.workspace_id, "w");
+        assert_eq!(q.plan.approval_needed, ["x"]);
+        // Written back snake_case.
+        let text = enc(&q).expect("encode");
+        assert!(
+            text.contains("\"workspace_id\"") && text.contains("\"burst_limit\""),
+            "{text}"
+        );
+        assert!(
+            !text.contains("workspaceId") && !text.contains("burstLimit"),
+            "{text}"
+        );
+    }
 }

@@ -9,9 +9,10 @@ use super::model::{Axis, Sizing};
 
 /// Which value of an axis a change is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "snake_case")]
 pub enum Part {
     Reservation,
+    #[serde(alias = "burstLimit")]
     BurstLimit,
 }
 
@@ -36,7 +37,6 @@ pub trait Modes {
 
 /// One axis of a plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Change {
     pub axis: Axis,
     pub part: Part,
@@ -53,10 +53,10 @@ pub struct Change {
 
 /// The plan for a request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Plan {
     pub changes: Vec<Change>,
     /// Why approval is needed (empty: applies at once).
+    #[serde(alias = "approvalNeeded")]
     pub approval_needed: Vec<String>,
     /// The sizing once every `apply` change is made.
     pub target: Sizing,

@@ -15,13 +15,14 @@ use crate::status::Verb;
 
 /// The answer of `resize`, `approve` and `reject`.
 #[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct ResizeOutcome {
     pub request: String,
+    #[serde(alias = "workspaceId")]
     pub workspace_id: String,
     /// `applied`, `pending_approval`, `skipped`, `rejected` or `failed`.
     pub state: String,
     pub changes: Vec<resize::Change>,
+    #[serde(alias = "approvalNeeded")]
     pub approval_needed: Vec<String>,
     /// Whether running processes were stopped. The local provider changes values in place.
     pub disruptive: bool,

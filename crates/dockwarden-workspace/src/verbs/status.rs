@@ -12,7 +12,7 @@ use crate::resources::{Target, persist};
 use crate::service::Service;
 
 fn bound(b: Bound) -> Value {
-    json!({ "value": b.value, "setBy": b.set_by })
+    json!({ "value": b.value, "set_by": b.set_by })
 }
 
 impl Service {
@@ -48,9 +48,9 @@ impl Service {
                     a.as_str().to_string(),
                     json!({
                         "guaranteed": res,
-                        "conditionalUpTo": cap,
-                        "hardWall": cap,
-                        "resizableUpTo": eff.ceiling(*a).value,
+                        "conditional_up_to": cap,
+                        "hard_wall": cap,
+                        "resizable_up_to": eff.ceiling(*a).value,
                     }),
                 )
             })
@@ -58,12 +58,12 @@ impl Service {
         Ok(json!({
             "id": id,
             "provider": p.name(),
-            "resourceModel": s.model(),
+            "resource_model": s.model(),
             "reservation": s.reservation,
-            "burstLimit": s.burst_limit,
+            "burst_limit": s.burst_limit,
             "ceilings": ceilings,
-            "approvalThresholds": approval,
-            "ignoredLayerValues": eff.ignored,
+            "approval_thresholds": approval,
+            "ignored_layer_values": eff.ignored,
             "headroom": headroom,
             "health": {
                 "enforced": compute.is_ok(),
@@ -75,10 +75,10 @@ impl Service {
                 "enforced": disk_on.is_ok(),
                 "note": disk_on.as_ref().err(),
                 // With the pool, statfs of the worktree reports its project quota.
-                "sizeBytes": if disk_on.is_ok() { du.map(|d| d.size_bytes) } else { None },
-                "usedBytes": if disk_on.is_ok() { du.map(|d| d.used_bytes) } else { None },
-                "freeBytes": if disk_on.is_ok() { du.map(|d| d.free_bytes) } else { None },
-                "configuredBytes": s.burst_limit.disk_bytes,
+                "size_bytes": if disk_on.is_ok() { du.map(|d| d.size_bytes) } else { None },
+                "used_bytes": if disk_on.is_ok() { du.map(|d| d.used_bytes) } else { None },
+                "free_bytes": if disk_on.is_ok() { du.map(|d| d.free_bytes) } else { None },
+                "configured_bytes": s.burst_limit.disk_bytes,
                 "ceiling": bound(eff.ceiling(Axis::Disk)),
             },
         }))
