@@ -98,6 +98,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         dockerd: args.dockerd.clone(),
         exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("dockwarden")),
         preload: args.preload_image_tar.clone(),
+        fail_at: None,
     });
     let resources = match &args.resources {
         None => crate::workspace::resources::ResourcesConfig::embedded(),

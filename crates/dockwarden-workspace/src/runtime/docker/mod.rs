@@ -49,6 +49,10 @@ pub struct DockerConfig {
     pub exe: PathBuf,
     /// Image archives (`docker save` output) loaded into every new daemon before setup.
     pub preload: Vec<PathBuf>,
+    /// Tests only: fail the start after this step (`StartStep`), to show that a failed start
+    /// leaves nothing behind. Always `None` in the service.
+    #[doc(hidden)]
+    pub fail_at: Option<StartStep>,
 }
 
 /// Where one workspace's runtime keeps its state.
@@ -190,174 +194,133 @@ impl DockerRuntime {
         self.instances.lock().ok().and_then(|mut m| m.remove(id))
     }
 
+    /// Brings the runtime up step by step; every step's product is owned by a [`Starting`],
+    /// which undoes them all, in reverse, when a later step fails.
     async fn start(&self, spec: &RunSpec) -> WsResult<()> {
         let l = Self::layout(spec);
         let t0 = std::time::Instant::now();
-        for d in [&l.dir, &l.data_root, &l.exec_root] {
-            std::fs::create_dir_all(d).map_err(io_err(d))?;
-        }
-        // A worktree on a disk image: the daemon's data root gets one of the same size, so
-        // what containers write is bounded too (`disk::ensure_data`).
-        use crate::resources::disk;
-        if disk::is_mount(&spec.worktree) {
-            let bytes = disk::size_of(&spec.worktree).unwrap_or(disk::MIN_DISK);
-            disk::ensure_data(&l.data_image(), &l.data_root, spec.uid, bytes)
-                .map_err(|e| WsError::Internal(format!("the daemon's data disk: {e}")))?;
-        }
-        // Root's, searchable by the workspace's group alone: dockerd refuses a data root whose
-        // parents its remapped root (the workspace uid) cannot search. Everything inside is
-        // root-only except the remapped data root (`subid.rs`, docs/isolation.md).
-        nix::unistd::chown(&l.dir, Some(0.into()), Some(l.ranges.gid.into()))
-            .map_err(|e| WsError::io(&l.dir, e.into()))?;
-        std::fs::set_permissions(&l.dir, std::fs::Permissions::from_mode(0o710))
-            .map_err(io_err(&l.dir))?;
-        // Container root is the workspace uid, container users its subordinate range.
-        subid::Files::default()
-            .ensure(&l.ranges)
-            .map_err(|e| WsError::Internal(e.to_string()))?;
-        write_shim(&l)?;
-        // Read back by `sweep` when the record is gone.
-        let cg = l.dir.join("cgroup");
-        std::fs::write(&cg, &l.cgroup_name).map_err(io_err(&cg))?;
+        prepare_dirs(&l, spec)?;
         // Anything left from an earlier service (a crash): never two daemons on one root.
         clear_leftovers(&l).await;
         // A daemon that never ran on this data root gets the preload images.
         let fresh = !l.remapped_data_root().join("image").exists();
-        netns::create(&l.netns).map_err(io_err(&l.netns))?;
-        // Its link to the host, before dockerd starts in it (`wsnet`: the same walls as a
-        // standard workspace's).
-        if let Some(net) = &self.net
-            && let Err(e) = net.attach(&l.netns, spec.uid)
-        {
-            let _ = netns::release(&l.netns);
-            return Err(WsError::Internal(format!("the workspace's network: {e}")));
+        let mut s = Starting::new(l, spec.uid, self.cfg.fail_at);
+        let up = async {
+            self.step_namespace(&mut s, spec.uid)?;
+            self.step_containerd(&mut s).await?;
+            self.step_dockerd(&mut s).await?;
+            let daemon_ms = t0.elapsed().as_millis();
+            self.step_preload(&mut s, fresh).await?;
+            step_policy(&mut s)?;
+            self.step_proxy(&mut s, spec).await?;
+            Ok::<_, WsError>(daemon_ms)
+        };
+        let daemon_ms = match up.await {
+            Ok(ms) => ms,
+            Err(e) => {
+                s.abort().await;
+                return Err(e);
+            }
+        };
+        let docker_host = s.l.docker_host();
+        let instance = s
+            .finish()
+            .ok_or_else(|| WsError::Internal("a start without all of its processes".into()))?;
+        info!(workspace.id = %spec.workspace_id, docker_host = %docker_host, up.daemon_ms = daemon_ms, up.total_ms = t0.elapsed().as_millis(), "docker runtime up");
+        if let Ok(mut m) = self.instances.lock() {
+            m.insert(spec.workspace_id.clone(), instance);
+        }
+        Ok(())
+    }
+
+    /// The namespace and its link to the host (`wsnet`: the same walls as a standard
+    /// workspace's), before dockerd starts in it.
+    fn step_namespace(&self, s: &mut Starting, uid: u32) -> WsResult<()> {
+        netns::create(&s.l.netns).map_err(io_err(&s.l.netns))?;
+        s.netns = true;
+        if let Some(net) = &self.net {
+            s.linked = true;
+            net.attach(&s.l.netns, uid)
+                .map_err(|e| WsError::Internal(format!("the workspace's network: {e}")))?;
         }
         let routes = dockwarden_proxy::hostnet::routes().unwrap_or_default();
-        let addrs = match dockerd::addresses(spec.uid, &routes) {
-            Ok(a) => a,
-            Err(e) => {
-                let _ = netns::release(&l.netns);
-                return Err(WsError::Internal(e.to_string()));
-            }
-        };
-        let conf = dockerd::config(&l, &addrs);
-        if let Err(e) = std::fs::write(&l.daemon_json, conf.to_string()) {
-            let _ = netns::release(&l.netns);
-            return Err(WsError::io(&l.daemon_json, e));
-        }
-        // containerd first, listening before dockerd dials it (see `containerd.rs`).
-        let Some(ctd_bin) = containerd::binary(&self.cfg.dockerd) else {
-            let _ = netns::release(&l.netns);
-            return Err(WsError::Internal(format!(
+        let addrs =
+            dockerd::addresses(uid, &routes).map_err(|e| WsError::Internal(e.to_string()))?;
+        let conf = dockerd::config(&s.l, &addrs);
+        std::fs::write(&s.l.daemon_json, conf.to_string())
+            .map_err(|e| WsError::io(&s.l.daemon_json, e))?;
+        s.check(StartStep::Namespace)
+    }
+
+    /// containerd first, listening before dockerd dials it (see `containerd.rs`).
+    async fn step_containerd(&self, s: &mut Starting) -> WsResult<()> {
+        let bin = containerd::binary(&self.cfg.dockerd).ok_or_else(|| {
+            WsError::Internal(format!(
                 "no containerd next to `{}` or on its PATH",
                 self.cfg.dockerd.display()
-            )));
-        };
-        let mut ctd = match containerd::spawn(&ctd_bin, &self.cfg.dockerd, &l) {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = netns::release(&l.netns);
-                return Err(WsError::io(&ctd_bin, e));
-            }
-        };
-        let ctd_socket = containerd::Paths::of(&l).socket;
-        let listening = containerd::wait_listening(&ctd_socket, READY_WITHIN, || {
+            ))
+        })?;
+        let child = containerd::spawn(&bin, &self.cfg.dockerd, &s.l).map_err(io_err(&bin))?;
+        let ctd = s.containerd.insert(child);
+        let socket = containerd::Paths::of(&s.l).socket;
+        let listening = containerd::wait_listening(&socket, READY_WITHIN, || {
             matches!(ctd.try_wait(), Ok(None))
         })
         .await;
         if !listening {
-            reap(Some(ctd));
-            let _ = netns::release(&l.netns);
             return Err(WsError::Internal(format!(
                 "the workspace's containerd did not start; see `{}`",
-                containerd::Paths::of(&l).log.display()
+                containerd::Paths::of(&s.l).log.display()
             )));
         }
-        let mut daemon = match dockerd::spawn(&self.cfg.dockerd, &l) {
-            Ok(d) => d,
-            Err(e) => {
-                stop_daemon(&l, None).await;
-                reap(Some(ctd));
-                let _ = netns::release(&l.netns);
-                return Err(WsError::io(&self.cfg.dockerd, e));
-            }
-        };
-        let ready = api::wait_ping(&l.daemon_socket, READY_WITHIN, || {
+        s.check(StartStep::Containerd)
+    }
+
+    async fn step_dockerd(&self, s: &mut Starting) -> WsResult<()> {
+        let child = dockerd::spawn(&self.cfg.dockerd, &s.l).map_err(io_err(&self.cfg.dockerd))?;
+        let daemon = s.dockerd.insert(child);
+        let ready = api::wait_ping(&s.l.daemon_socket, READY_WITHIN, || {
             matches!(daemon.try_wait(), Ok(None))
         })
         .await;
         if !ready {
-            stop_daemon(&l, Some(daemon)).await;
-            reap(Some(ctd));
-            let _ = netns::release(&l.netns);
             return Err(WsError::Internal(format!(
                 "the workspace's dockerd did not become ready; see `{}`",
-                l.dockerd_log.display()
+                s.l.dockerd_log.display()
             )));
         }
-        let daemon_ms = t0.elapsed().as_millis();
-        if fresh {
-            for tar in &self.cfg.preload {
-                if let Err(e) = api::load_image(&l.daemon_socket, tar).await {
-                    stop_daemon(&l, Some(daemon)).await;
-                    reap(Some(ctd));
-                    let _ = netns::release(&l.netns);
-                    return Err(WsError::Internal(format!(
+        s.check(StartStep::Dockerd)
+    }
+
+    async fn step_preload(&self, s: &mut Starting, fresh: bool) -> WsResult<()> {
+        for tar in self.cfg.preload.iter().filter(|_| fresh) {
+            api::load_image(&s.l.daemon_socket, tar)
+                .await
+                .map_err(|e| {
+                    WsError::Internal(format!(
                         "preloading `{}` into the workspace's daemon: {e}",
                         tar.display()
-                    )));
-                }
-            }
+                    ))
+                })?;
         }
-        // dockerd makes it 0660 root:root; the directory is 0700 already, this is belt and braces.
-        let policy =
-            std::fs::set_permissions(&l.daemon_socket, std::fs::Permissions::from_mode(0o600))
-                .map_err(io_err(&l.daemon_socket))
-                .and_then(|()| proxy::policy_text().map_err(WsError::Internal));
-        if let Err(e) = policy
-            .and_then(|text| std::fs::write(&l.policy, text).map_err(|e| WsError::io(&l.policy, e)))
-        {
-            stop_daemon(&l, Some(daemon)).await;
-            reap(Some(ctd));
-            let _ = netns::release(&l.netns);
-            return Err(e);
-        }
-        let mut proxy = match proxy::spawn(&self.cfg.exe, &l, &spec.worktree, spec.uid, spec.gid) {
-            Ok(p) => p,
-            Err(e) => {
-                stop_daemon(&l, Some(daemon)).await;
-                reap(Some(ctd));
-                let _ = netns::release(&l.netns);
-                return Err(WsError::io(&self.cfg.exe, e));
-            }
-        };
-        let ready = api::wait_ping(&l.proxy_socket, READY_WITHIN, || {
-            matches!(proxy.try_wait(), Ok(None))
+        s.check(StartStep::Preload)
+    }
+
+    async fn step_proxy(&self, s: &mut Starting, spec: &RunSpec) -> WsResult<()> {
+        let child = proxy::spawn(&self.cfg.exe, &s.l, &spec.worktree, spec.uid, spec.gid)
+            .map_err(io_err(&self.cfg.exe))?;
+        let p = s.proxy.insert(child);
+        let ready = api::wait_ping(&s.l.proxy_socket, READY_WITHIN, || {
+            matches!(p.try_wait(), Ok(None))
         })
         .await;
         if !ready {
-            let _ = proxy.kill();
-            let _ = proxy.wait();
-            stop_daemon(&l, Some(daemon)).await;
-            reap(Some(ctd));
-            let _ = netns::release(&l.netns);
             return Err(WsError::Internal(format!(
                 "the workspace's dockwarden proxy did not become ready; see `{}`",
-                l.proxy_log.display()
+                s.l.proxy_log.display()
             )));
         }
-        info!(workspace.id = %spec.workspace_id, docker_host = %l.docker_host(), up.daemon_ms = daemon_ms, up.total_ms = t0.elapsed().as_millis(), "docker runtime up");
-        if let Ok(mut m) = self.instances.lock() {
-            m.insert(
-                spec.workspace_id.clone(),
-                Instance {
-                    containerd: ctd,
-                    dockerd: daemon,
-                    proxy,
-                },
-            );
-        }
-        Ok(())
+        s.check(StartStep::Proxy)
     }
 
     async fn stop_env(&self, spec: &RunSpec) -> WsResult<Vec<String>> {
@@ -453,6 +416,161 @@ impl DockerRuntime {
         }
         info!(workspace.id = %spec.workspace_id, "docker runtime removed");
         Ok(())
+    }
+}
+
+/// The directories, the data disk, the id ranges, the shim, the cgroup record, and whatever
+/// an earlier service left: the workspace's own, kept by a failed start (`destroy` removes
+/// them).
+fn prepare_dirs(l: &Layout, spec: &RunSpec) -> WsResult<()> {
+    for d in [&l.dir, &l.data_root, &l.exec_root] {
+        std::fs::create_dir_all(d).map_err(io_err(d))?;
+    }
+    // A worktree on a disk image: the daemon's data root gets one of the same size, so
+    // what containers write is bounded too (`disk::ensure_data`).
+    use crate::resources::disk;
+    if disk::is_mount(&spec.worktree) {
+        let bytes = disk::size_of(&spec.worktree).unwrap_or(disk::MIN_DISK);
+        disk::ensure_data(&l.data_image(), &l.data_root, spec.uid, bytes)
+            .map_err(|e| WsError::Internal(format!("the daemon's data disk: {e}")))?;
+    }
+    // Root's, searchable by the workspace's group alone: dockerd refuses a data root whose
+    // parents its remapped root (the workspace uid) cannot search. Everything inside is
+    // root-only except the remapped data root (`subid.rs`, docs/isolation.md).
+    nix::unistd::chown(&l.dir, Some(0.into()), Some(l.ranges.gid.into()))
+        .map_err(|e| WsError::io(&l.dir, e.into()))?;
+    std::fs::set_permissions(&l.dir, std::fs::Permissions::from_mode(0o710))
+        .map_err(io_err(&l.dir))?;
+    // Container root is the workspace uid, container users its subordinate range.
+    subid::Files::default()
+        .ensure(&l.ranges)
+        .map_err(|e| WsError::Internal(e.to_string()))?;
+    write_shim(l)?;
+    // Read back by `sweep` when the record is gone.
+    let cg = l.dir.join("cgroup");
+    std::fs::write(&cg, &l.cgroup_name).map_err(io_err(&cg))
+}
+
+/// The daemon socket root-only, and the proxy's policy file.
+fn step_policy(s: &mut Starting) -> WsResult<()> {
+    // dockerd makes it 0660 root:root; the directory is 0710 already, this is belt and braces.
+    std::fs::set_permissions(&s.l.daemon_socket, std::fs::Permissions::from_mode(0o600))
+        .map_err(io_err(&s.l.daemon_socket))?;
+    let text = proxy::policy_text().map_err(WsError::Internal)?;
+    std::fs::write(&s.l.policy, text).map_err(|e| WsError::io(&s.l.policy, e))?;
+    s.check(StartStep::Policy)
+}
+
+/// The steps of a start, in order; a test makes any of them fail (`DockerConfig::fail_at`)
+/// to show that a failed start leaves nothing behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartStep {
+    Namespace,
+    Containerd,
+    Dockerd,
+    Preload,
+    Policy,
+    Proxy,
+}
+
+impl StartStep {
+    pub const ALL: [StartStep; 6] = [
+        StartStep::Namespace,
+        StartStep::Containerd,
+        StartStep::Dockerd,
+        StartStep::Preload,
+        StartStep::Policy,
+        StartStep::Proxy,
+    ];
+}
+
+/// What a start has made so far. `abort` undoes it in reverse (the proxy, dockerd with what
+/// it left, containerd, the containers' cgroup, the namespace's link, the namespace); dropped without `finish` or
+/// `abort` (a cancelled start), it kills the children and releases the namespace at once.
+struct Starting {
+    l: Layout,
+    uid: u32,
+    netns: bool,
+    linked: bool,
+    containerd: Option<std::process::Child>,
+    dockerd: Option<std::process::Child>,
+    proxy: Option<std::process::Child>,
+    fail_at: Option<StartStep>,
+}
+
+impl Starting {
+    fn new(l: Layout, uid: u32, fail_at: Option<StartStep>) -> Starting {
+        Starting {
+            l,
+            uid,
+            netns: false,
+            linked: false,
+            containerd: None,
+            dockerd: None,
+            proxy: None,
+            fail_at,
+        }
+    }
+
+    /// The injected failure of a test, after `step` made its part.
+    fn check(&self, step: StartStep) -> WsResult<()> {
+        match self.fail_at {
+            Some(f) if f == step => Err(WsError::Internal(format!(
+                "injected failure after the start step {step:?}"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The running instance, once every step made its part; `None` (everything undone by
+    /// the drop) otherwise.
+    fn finish(mut self) -> Option<Instance> {
+        let (Some(_), Some(_), Some(_)) = (&self.containerd, &self.dockerd, &self.proxy) else {
+            return None;
+        };
+        self.netns = false;
+        self.linked = false;
+        Some(Instance {
+            containerd: self.containerd.take()?,
+            dockerd: self.dockerd.take()?,
+            proxy: self.proxy.take()?,
+        })
+    }
+
+    async fn abort(mut self) {
+        if let Some(p) = self.proxy.take() {
+            reap(Some(p));
+        }
+        if self.dockerd.is_some() || self.containerd.is_some() {
+            // dockerd stops through SIGTERM; what it or containerd left is cleared after.
+            stop_daemon(&self.l, self.dockerd.take()).await;
+            reap(self.containerd.take());
+        }
+        // The containers' cgroup the proxy set up (made again by the next start).
+        leftovers::remove_cgroups(&self.l.cgroup_name, CGROUP_GONE_WITHIN).await;
+        self.release_namespace();
+    }
+
+    fn release_namespace(&mut self) {
+        if std::mem::take(&mut self.linked) {
+            let _ = super::wsnet::detach(self.uid);
+        }
+        if std::mem::take(&mut self.netns) {
+            let _ = netns::release(&self.l.netns);
+        }
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        for c in [
+            self.proxy.take(),
+            self.dockerd.take(),
+            self.containerd.take(),
+        ] {
+            reap(c);
+        }
+        self.release_namespace();
     }
 }
 
