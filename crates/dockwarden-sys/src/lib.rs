@@ -7,3 +7,4 @@
 
 pub mod memory;
 pub mod peer;
+pub mod poll;

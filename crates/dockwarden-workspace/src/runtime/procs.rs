@@ -44,19 +44,25 @@ pub(crate) fn pids_matching(is_ours: impl Fn(u32) -> bool) -> Vec<(i32, u32)> {
 /// SIGKILLs every process `is_ours` picks until none is left (bounded retries for forks
 /// in flight); returns how many were signalled per uid.
 pub(crate) async fn kill_matching(is_ours: impl Fn(u32) -> bool) -> BTreeMap<u32, u32> {
+    use dockwarden_sys::poll::{Probe, poll_until};
+    use std::time::Duration;
     let mut signalled = BTreeMap::new();
-    for _ in 0..20 {
-        let pids = pids_matching(&is_ours);
-        if pids.is_empty() {
-            break;
-        }
-        for (pid, uid) in pids {
-            if kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok() {
-                *signalled.entry(uid).or_insert(0) += 1;
+    // About 20 rounds, 20 ms apart.
+    poll_until(
+        Duration::from_millis(400),
+        Duration::from_millis(20),
+        || {
+            let pids = pids_matching(&is_ours);
+            let done = pids.is_empty();
+            for (pid, uid) in pids {
+                if kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok() {
+                    *signalled.entry(uid).or_insert(0) += 1;
+                }
             }
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+            std::future::ready(if done { Probe::Done } else { Probe::Retry })
+        },
+    )
+    .await;
     signalled
 }
 

@@ -73,17 +73,19 @@ pub async fn ping(socket: &Path) -> bool {
 
 /// Waits until `/_ping` answers, checking `alive` between tries; false on timeout or death.
 pub async fn wait_ping(socket: &Path, within: Duration, mut alive: impl FnMut() -> bool) -> bool {
-    let deadline = tokio::time::Instant::now() + within;
-    while tokio::time::Instant::now() < deadline {
-        if ping(socket).await {
-            return true;
+    use dockwarden_sys::poll::{Probe, poll_until};
+    poll_until(within, Duration::from_millis(10), || {
+        let dead = !alive();
+        async move {
+            match (ping(socket).await, dead) {
+                (true, _) => Probe::Done,
+                (false, true) => Probe::Stop,
+                (false, false) => Probe::Retry,
+            }
         }
-        if !alive() {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    false
+    })
+    .await
+    .is_done()
 }
 
 /// Ids and names of every container, running or not.

@@ -105,17 +105,19 @@ pub async fn wait_listening(
     within: Duration,
     mut alive: impl FnMut() -> bool,
 ) -> bool {
-    let deadline = tokio::time::Instant::now() + within;
-    while tokio::time::Instant::now() < deadline {
-        if tokio::net::UnixStream::connect(socket).await.is_ok() {
-            return true;
+    use dockwarden_sys::poll::{Probe, poll_until};
+    poll_until(within, Duration::from_millis(5), || {
+        let dead = !alive();
+        async move {
+            match (tokio::net::UnixStream::connect(socket).await.is_ok(), dead) {
+                (true, _) => Probe::Done,
+                (false, true) => Probe::Stop,
+                (false, false) => Probe::Retry,
+            }
         }
-        if !alive() {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    false
+    })
+    .await
+    .is_done()
 }
 
 #[cfg(test)]

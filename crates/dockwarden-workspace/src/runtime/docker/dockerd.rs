@@ -179,20 +179,22 @@ pub async fn terminate(pid: i32, grace: Duration) {
     if kill(p, Signal::SIGTERM).is_err() {
         return;
     }
-    let deadline = tokio::time::Instant::now() + grace;
-    while tokio::time::Instant::now() < deadline {
-        if !alive(pid) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    use dockwarden_sys::poll::{Probe, poll_until};
+    let gone = || {
+        std::future::ready(if alive(pid) {
+            Probe::Retry
+        } else {
+            Probe::Done
+        })
+    };
+    if poll_until(grace, Duration::from_millis(20), gone)
+        .await
+        .is_done()
+    {
+        return;
     }
     let _ = kill(p, Signal::SIGKILL);
-    for _ in 0..250 {
-        if !alive(pid) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll_until(Duration::from_secs(5), Duration::from_millis(20), gone).await;
 }
 
 /// Alive and not a zombie.

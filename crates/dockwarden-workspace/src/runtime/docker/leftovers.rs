@@ -56,36 +56,40 @@ pub fn procs_in(name: &str) -> BTreeSet<i32> {
 /// SIGKILLs every process in cgroup `name` (and beneath) until none is left or `within`
 /// passes; returns how many were killed.
 pub async fn kill_all_in(name: &str, within: Duration) -> usize {
-    let deadline = tokio::time::Instant::now() + within;
+    use dockwarden_sys::poll::{Probe, poll_until};
     let mut killed = BTreeSet::new();
-    loop {
+    poll_until(within, Duration::from_millis(20), || {
         let live: Vec<i32> = procs_in(name).into_iter().filter(|p| alive(*p)).collect();
-        if live.is_empty() || tokio::time::Instant::now() >= deadline {
-            return killed.len();
-        }
-        for pid in live {
+        for &pid in &live {
             if kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok() {
                 killed.insert(pid);
             }
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        std::future::ready(if live.is_empty() {
+            Probe::Done
+        } else {
+            Probe::Retry
+        })
+    })
+    .await;
+    killed.len()
 }
 
 /// Removes cgroup `name` and its children on every hierarchy, retrying for `within` while
 /// a just-killed process is still on its way out (rmdir answers EBUSY until then).
 pub async fn remove_cgroups(name: &str, within: Duration) {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        let dirs = dirs_of(name);
-        for d in &dirs {
+    use dockwarden_sys::poll::{Probe, poll_until};
+    poll_until(within, Duration::from_millis(20), || {
+        for d in &dirs_of(name) {
             rmdir_tree(d);
         }
-        if dirs_of(name).is_empty() || tokio::time::Instant::now() >= deadline {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        std::future::ready(if dirs_of(name).is_empty() {
+            Probe::Done
+        } else {
+            Probe::Retry
+        })
+    })
+    .await;
 }
 
 fn rmdir_tree(d: &Path) {
