@@ -8,10 +8,9 @@
 //! (`stop_daemon`: every process naming the exec root).
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
-use super::{Layout, netns};
+use super::Layout;
 
 /// Paths of the workspace's containerd, all under its data and exec roots.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,27 +75,16 @@ pub fn spawn(bin: &Path, dockerd: &Path, l: &Layout) -> std::io::Result<std::pro
     std::fs::create_dir_all(&p.root)?;
     std::fs::write(&p.config, config(&p))?;
     let _ = std::fs::remove_file(&p.socket);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&p.log)?;
-    let err = log.try_clone()?;
-    use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(bin);
-    cmd.arg("--config")
-        .arg(&p.config)
-        .env_clear()
-        .env("PATH", super::dockerd::path_for(dockerd))
-        .env("HOME", "/root")
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(err)
-        .process_group(0);
-    let ws = super::dockerd::workspace_cgroup(l);
-    netns::spawn_in(&l.netns, || {
-        crate::resources::cgroup::join_for_spawn(ws)?;
-        cmd.spawn()
-    })
+    cmd.arg("--config").arg(&p.config);
+    let path = super::dockerd::path_for(dockerd);
+    super::spawn::spawn_daemon(
+        cmd,
+        &[("PATH", &path), ("HOME", "/root")],
+        &p.log,
+        super::spawn::Stdout::Log,
+        l,
+    )
 }
 
 /// Waits until containerd accepts connections on its socket; false on timeout or death.

@@ -5,12 +5,11 @@
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Layout, netns};
+use super::Layout;
 use dockwarden_policy::policy::facts::HostRoute;
 
 /// Address space the workspaces' daemons take their networks from: 2048 slots of /20.
@@ -127,29 +126,16 @@ pub fn path_for(dockerd: &Path) -> String {
 
 /// Starts dockerd in the namespace; its output goes to `layout.dockerd_log`.
 pub fn spawn(dockerd: &Path, layout: &Layout) -> std::io::Result<std::process::Child> {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&layout.dockerd_log)?;
-    let err = log.try_clone()?;
-    use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(dockerd);
-    cmd.arg("--config-file")
-        .arg(&layout.daemon_json)
-        .env_clear()
-        .env("PATH", path_for(dockerd))
-        .env("HOME", "/root")
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(err)
-        // Its own group: a terminal's ^C to the service does not reach the daemon.
-        .process_group(0);
-    // dockerd (and the containerd it starts) are processes of the workspace: its cgroup.
-    let ws = workspace_cgroup(layout);
-    netns::spawn_in(&layout.netns, || {
-        crate::resources::cgroup::join_for_spawn(ws)?;
-        cmd.spawn()
-    })
+    cmd.arg("--config-file").arg(&layout.daemon_json);
+    let path = path_for(dockerd);
+    super::spawn::spawn_daemon(
+        cmd,
+        &[("PATH", &path), ("HOME", "/root")],
+        &layout.dockerd_log,
+        super::spawn::Stdout::Log,
+        layout,
+    )
 }
 
 /// The workspace's own cgroup: the first segment of the container parent.

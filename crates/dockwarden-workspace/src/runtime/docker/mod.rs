@@ -18,6 +18,7 @@ pub mod dockerd;
 pub mod leftovers;
 pub mod netns;
 pub mod proxy;
+pub mod spawn;
 pub mod subid;
 
 use std::collections::HashMap;

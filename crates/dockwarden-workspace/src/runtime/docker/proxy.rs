@@ -3,9 +3,8 @@
 //! workspace's network namespace so the routes it reads for network checks are the daemon's.
 
 use std::path::Path;
-use std::process::Stdio;
 
-use super::{Layout, netns};
+use super::Layout;
 use dockwarden_proxy::cli::budget::BudgetArgs;
 use dockwarden_proxy::cli::proxy::ProxyArgs;
 use dockwarden_proxy::limits::Amount;
@@ -108,29 +107,21 @@ pub fn spawn(
     uid: u32,
     gid: u32,
 ) -> std::io::Result<std::process::Child> {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&layout.proxy_log)?;
-    use std::os::unix::process::CommandExt;
     let typed = args(layout, worktree, uid, gid);
     let json = serde_json::to_vec_pretty(&typed).map_err(std::io::Error::other)?;
     write_private(&layout.proxy_args, &json)?;
     let mut cmd = std::process::Command::new(exe);
-    cmd.arg("proxy-args")
-        .arg(&layout.proxy_args)
-        .env_clear()
-        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .process_group(0);
-    let ws = super::dockerd::workspace_cgroup(layout);
-    let child = netns::spawn_in(&layout.netns, || {
-        crate::resources::cgroup::join_for_spawn(ws)?;
-        cmd.spawn()
-    })?;
+    cmd.arg("proxy-args").arg(&layout.proxy_args);
+    let child = super::spawn::spawn_daemon(
+        cmd,
+        &[
+            ("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+            ("RUST_LOG", "info"),
+        ],
+        &layout.proxy_log,
+        super::spawn::Stdout::Null,
+        layout,
+    )?;
     std::fs::write(&layout.proxy_pidfile, child.id().to_string())?;
     Ok(child)
 }
