@@ -16,6 +16,7 @@ pub mod events;
 mod fdnames;
 pub mod files;
 pub(crate) mod gitsafe;
+pub mod hex;
 mod idle;
 pub mod lock;
 pub mod model;

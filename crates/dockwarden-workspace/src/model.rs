@@ -246,7 +246,7 @@ pub fn random_hex(bytes: usize) -> String {
             *b = (seed >> ((i % 8) * 8)) as u8 ^ (i as u8);
         }
     }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
+    crate::hex::encode(&buf)
 }
 
 /// Checks a caller-chosen id: 1–64 of `[A-Za-z0-9._-]`, not starting with `.` or `-`.
