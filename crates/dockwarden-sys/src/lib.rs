@@ -5,6 +5,7 @@
 //! Lexical path cleaning is pure and the policy core needs it, so its one copy is
 //! `dockwarden_policy::path_clean`, not here (the policy crate may not depend on libc).
 
+pub mod beneath;
 pub mod memory;
 pub mod peer;
 pub mod poll;

@@ -291,7 +291,7 @@ pub fn random_hex(bytes: usize) -> String {
             *b = (seed >> ((i % 8) * 8)) as u8 ^ (i as u8);
         }
     }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
+    crate::hex::encode(&buf)
 }
 
 /// Checks a caller-chosen id: 1–64 of `[A-Za-z0-9._-]`, not starting with `.` or `-`.
@@ -306,16 +306,18 @@ pub fn valid_id(id: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    /// The model's files. `status` is part of it: the lifecycle states and their guards.
-    const MODEL_FILES: [(&str, &str); 4] = [
+    /// The model's files. `status` is part of it: the lifecycle states and their guards; so is
+    /// `hex`, the leaf encoder its ids use.
+    const MODEL_FILES: [(&str, &str); 5] = [
         ("model.rs", include_str!("model.rs")),
         ("model_runtime.rs", include_str!("model_runtime.rs")),
         ("model_resources.rs", include_str!("model_resources.rs")),
         ("status.rs", include_str!("status.rs")),
+        ("hex.rs", include_str!("hex.rs")),
     ];
 
     /// The modules a model file may name.
-    const MODEL_MODULES: [&str; 4] = ["model", "model_runtime", "model_resources", "status"];
+    const MODEL_MODULES: [&str; 5] = ["model", "model_runtime", "model_resources", "status", "hex"];
 
     /// What `code` names of the crate outside the model: `crate::` paths (with or without
     /// the `workspace::` level, which the crate split removes) and any `super::`.

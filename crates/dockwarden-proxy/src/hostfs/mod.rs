@@ -9,7 +9,6 @@
 
 pub mod chown;
 mod mounts;
-mod open;
 mod orphans;
 pub mod pins;
 mod plan;
@@ -19,6 +18,7 @@ pub mod watch;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
+use dockwarden_sys::beneath;
 use nix::errno::Errno;
 use nix::sys::stat::{FileStat, SFlag};
 
@@ -29,7 +29,7 @@ use crate::policy::facts::HostPathFact;
 
 /// Resolves `path` (absolute, as the daemon will `path.Clean` it) against `workspace`.
 pub fn resolve(workspace: &Path, path: &str, sockets: &[String]) -> HostPathFact {
-    match open::dir(workspace) {
+    match beneath::dir(workspace) {
         Ok(ws) => resolve_at(ws.as_fd(), workspace, path, sockets).0,
         Err(e) => HostPathFact::Unusable(format!("cannot open the workspace: {e}")),
     }
@@ -50,7 +50,7 @@ pub fn resolve_at(
     let Ok(rest) = Path::new(&cleaned).strip_prefix(workspace) else {
         return (HostPathFact::Outside, None);
     };
-    let fd = match open::beneath(ws, rest) {
+    let fd = match beneath::path(ws, rest) {
         Ok(fd) => fd,
         Err(Errno::ELOOP) => return (HostPathFact::ThroughSymlink, None),
         Err(Errno::ENOENT) => return (HostPathFact::Missing, None),

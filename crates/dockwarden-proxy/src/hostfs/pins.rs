@@ -14,13 +14,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use dockwarden_sys::beneath;
 use nix::fcntl::OFlag;
 use nix::mount::MntFlags;
 use nix::sys::stat::Mode;
 use serde::{Deserialize, Serialize};
 
 use super::mounts::{create_target, ensure_dir, mount_pin, mounts_under, remove_target};
-use super::open;
 use crate::policy::facts::HostPathFact;
 
 use super::state::{self, STATE};
@@ -99,7 +99,7 @@ impl PinStore {
         if d.contains([':', ',']) {
             return Err(PinError::BadDir { path: d });
         }
-        let ws = open::dir(workspace).map_err(|source| PinError::Workspace {
+        let ws = beneath::dir(workspace).map_err(|source| PinError::Workspace {
             path: workspace.display().to_string(),
             source,
         })?;

@@ -1,4 +1,5 @@
-//! Beneath-the-worktree path resolution with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`.
+//! Beneath-the-worktree path resolution with `dockwarden_sys::beneath` (`openat2(RESOLVE_BENEATH |
+//! RESOLVE_NO_SYMLINKS)`).
 //!
 //! INVARIANT: every file operation goes through a descriptor opened here, so `..`, absolute
 //! paths and symlinks anywhere in the path fail with `invalid_path` instead of escaping,
@@ -8,8 +9,9 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
+use dockwarden_sys::beneath;
 use nix::errno::Errno;
-use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+use nix::fcntl::OFlag;
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat};
 
 use crate::error::{WsError, WsResult};
@@ -47,9 +49,7 @@ pub(super) fn map_errno(shown: &str, e: Errno) -> WsError {
 
 /// Opens the worktree root itself (never through a symlink).
 pub(super) fn open_root(worktree: &Path) -> WsResult<OwnedFd> {
-    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    nix::fcntl::openat(nix::fcntl::AT_FDCWD, worktree, flags, Mode::empty())
-        .map_err(|e| WsError::errno(worktree, e))
+    beneath::dir(worktree).map_err(|e| WsError::errno(worktree, e))
 }
 
 /// Opens `rel` (already cleaned) beneath `root`.
@@ -59,16 +59,7 @@ pub(super) fn open_beneath(
     flags: OFlag,
     mode: Mode,
 ) -> WsResult<OwnedFd> {
-    let how = OpenHow::new()
-        .flags(flags | OFlag::O_CLOEXEC)
-        .mode(mode)
-        .resolve(
-            ResolveFlag::RESOLVE_BENEATH
-                | ResolveFlag::RESOLVE_NO_SYMLINKS
-                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
-        );
-    let target = if rel.is_empty() { "." } else { rel };
-    openat2(root, target, how).map_err(|e| match e {
+    beneath::open(root, Path::new(rel), flags, mode).map_err(|e| match e {
         // `..` and absolute paths never get here (`clean_rel`): a symlink was met.
         Errno::ELOOP | Errno::EXDEV => super::symlink::refusal(root, rel),
         e => map_errno(rel, e),

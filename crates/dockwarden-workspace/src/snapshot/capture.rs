@@ -1,8 +1,8 @@
 //! Walks a worktree without following symlinks and stages new file contents as blobs.
 //!
-//! Every directory is opened with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` by its
-//! name relative to its parent's descriptor (one path component: no walk from the root per
-//! directory), and every file relative to its directory's descriptor with `O_NOFOLLOW`, so
+//! Every directory is opened with `dockwarden_sys::beneath` (`openat2(RESOLVE_BENEATH |
+//! RESOLVE_NO_SYMLINKS)`) by its name relative to its parent's descriptor (one path
+//! component: no walk from the root per directory), and every file relative to its directory's descriptor with `O_NOFOLLOW`, so
 //! a workspace user who swaps a directory for a symlink mid-walk cannot make the (root)
 //! service read files outside the worktree. Each descriptor was opened beneath one the walk
 //! opened before, back to the root. (A directory the user renames out of the worktree
@@ -31,8 +31,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
+use dockwarden_sys::beneath;
 use nix::errno::Errno;
-use nix::fcntl::{AtFlags, OFlag, OpenHow, ResolveFlag, openat, openat2, readlinkat};
+use nix::fcntl::{AtFlags, OFlag, openat, readlinkat};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat};
 use rustix::fs::FileType;
 
@@ -320,22 +321,18 @@ impl Walker<'_> {
         out: &mut Walked,
     ) -> WsResult<()> {
         let rel = dir.rel.as_str();
-        let how = OpenHow::new()
-            .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-            .resolve(
-                ResolveFlag::RESOLVE_BENEATH
-                    | ResolveFlag::RESOLVE_NO_SYMLINKS
-                    | ResolveFlag::RESOLVE_NO_MAGICLINKS,
-            );
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW;
         // As long as a path the kernel could resolve from the root (and a restore could
         // create): opening by one component would not notice.
         if rel.len() >= PATH_MAX {
             return Err(WsError::errno(rel, Errno::ENAMETOOLONG));
         }
         let opened = match (&dir.parent, rel.rsplit_once('/')) {
-            (Some(parent), Some((_, name))) => openat2(parent, name, how),
-            (Some(parent), None) => openat2(parent, rel, how),
-            (None, _) => openat2(root, if rel.is_empty() { "." } else { rel }, how),
+            (Some(parent), Some((_, name))) => {
+                beneath::open(parent, Path::new(name), flags, Mode::empty())
+            }
+            (Some(parent), None) => beneath::open(parent, Path::new(rel), flags, Mode::empty()),
+            (None, _) => beneath::open(root, Path::new(rel), flags, Mode::empty()),
         };
         drop(dir.parent);
         let dirfd = match opened {

@@ -7,7 +7,7 @@ pub type Digest = [u8; 32];
 
 /// Lowercase hex of a digest (64 digits).
 pub fn hex(d: &Digest) -> String {
-    super::manifest::hex(d)
+    crate::hex::encode(d)
 }
 
 /// Parses 64 hex digits.

@@ -10,7 +10,6 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use nix::fcntl::AtFlags;
 use nix::sys::stat::{FchmodatFlags, Mode, fchmodat, fstatat};
@@ -178,15 +177,7 @@ pub(super) fn adopt_clone(
         .map_err(|_| WsError::Internal("adopt lock poisoned".into()))?;
     // As after a restore: wait out the racy margin after the last change of owner, so the
     // next capture trusts every entry.
-    let last = files
-        .iter()
-        .map(|(_, st, _)| st.ctime_ns)
-        .max()
-        .unwrap_or(0);
-    let wait = last + index::RACY_MARGIN_NS + 1_000_000 - index::now_ns();
-    if wait > 0 {
-        std::thread::sleep(Duration::from_nanos(wait.unsigned_abs()));
-    }
+    index::settle_racy(files.iter().map(|(_, st, _)| st));
     let n = files.len() as u64;
     index::store_entries(&to, index::now_ns(), &mut files)
         .map_err(|e| WsError::io(index_dir, e))?;

@@ -442,6 +442,17 @@ fn write_body(path: &Path, body: &[u8]) -> std::io::Result<()> {
     fs::rename(&tmp, path)
 }
 
+/// Sleeps until the racy margin has passed since the latest change (`ctime`) among
+/// `changed`, plus a millisecond, so a capture after it trusts every one of those entries.
+/// For a writer (a restore, an adoption) that alone touched the tree before this moment.
+pub fn settle_racy<'a>(changed: impl IntoIterator<Item = &'a Stat>) {
+    let last = changed.into_iter().map(|st| st.ctime_ns).max().unwrap_or(0);
+    let wait = last + RACY_MARGIN_NS + 1_000_000 - now_ns();
+    if wait > 0 {
+        std::thread::sleep(std::time::Duration::from_nanos(wait.unsigned_abs()));
+    }
+}
+
 /// The current wall clock in nanoseconds since the epoch.
 pub fn now_ns() -> i64 {
     std::time::SystemTime::now()

@@ -169,20 +169,7 @@ impl Manifest {
 
 /// Lowercase hex SHA-256 of `data`.
 pub fn sha256_hex(data: &[u8]) -> String {
-    hex(&Sha256::digest(data))
-}
-
-/// Lowercase hex of a digest.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    // Bytes first, one UTF-8 check at the end: cheaper than a `char` push per digit, and
-    // this runs twice per file when a manifest and an index are loaded.
-    let mut out = Vec::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[usize::from(b >> 4)]);
-        out.push(DIGITS[usize::from(b & 0xf)]);
-    }
-    String::from_utf8(out).unwrap_or_default()
+    crate::hex::encode(&Sha256::digest(data))
 }
 
 /// True when `path` is a safe relative manifest path: no empty, `.` or `..` parts.
@@ -322,11 +309,5 @@ mod tests {
         assert!(!safe_rel_path("a/../../b"));
         assert!(!safe_rel_path("/abs"));
         assert!(!safe_rel_path("a//b"));
-    }
-
-    #[test]
-    fn hex_is_lowercase_and_two_digits_a_byte() {
-        assert_eq!(hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
-        assert_eq!(hex(&[]), "");
     }
 }

@@ -23,7 +23,7 @@ use sha2::{Digest as _, Sha256};
 use super::blob::{self, Kind};
 use super::digest::{self, Digest};
 use super::index::{self, Stat};
-use super::manifest::{Entry, EntryKind, Manifest, hex, safe_rel_path};
+use super::manifest::{Entry, EntryKind, Manifest, safe_rel_path};
 use super::pack::{self, PACK_MAX, PackIndex};
 use super::{Progress, ProgressFn, par};
 use crate::error::{WsError, WsResult};
@@ -247,15 +247,7 @@ fn build(
     // Nothing but this restore touched the tree before this moment; waiting out the racy
     // margin after the last change lets the next capture trust every entry.
     let files: Vec<_> = ctx.index.into_inner().unwrap_or_default();
-    let last_change = files
-        .iter()
-        .map(|(_, st, _)| st.ctime_ns)
-        .max()
-        .unwrap_or(0);
-    let wait = last_change + index::RACY_MARGIN_NS + 1_000_000 - index::now_ns();
-    if wait > 0 {
-        std::thread::sleep(Duration::from_nanos(wait.unsigned_abs()));
-    }
+    index::settle_racy(files.iter().map(|(_, st, _)| st));
     let mut files = files;
     let _ = index::store_entries(
         &index::path_for(index_dir, root.dev(), root.ino()),
@@ -338,8 +330,8 @@ impl Hasher {
 
     fn hex(self) -> String {
         match self {
-            Hasher::Sha(h) => hex(&h.finalize()),
-            Hasher::Blake(h) => h.finalize().to_hex().to_string(),
+            Hasher::Sha(h) => crate::hex::encode(&h.finalize()),
+            Hasher::Blake(h) => crate::hex::encode(h.finalize().as_bytes()),
         }
     }
 }

@@ -7,13 +7,12 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Mutex;
 
+use dockwarden_sys::beneath;
 use nix::errno::Errno;
-use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
-use nix::sys::stat::Mode;
 
 use crate::gitsafe;
 
@@ -116,16 +115,8 @@ impl RepoView for DirView {
     }
 
     fn read(&self, path: &str, max_bytes: usize) -> io::Result<Option<Blob>> {
-        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let root = nix::fcntl::open(&self.root, flags, Mode::empty())?;
-        let how = OpenHow::new()
-            .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-            .resolve(
-                ResolveFlag::RESOLVE_BENEATH
-                    | ResolveFlag::RESOLVE_NO_SYMLINKS
-                    | ResolveFlag::RESOLVE_NO_MAGICLINKS,
-            );
-        let fd = match nix::fcntl::openat2(&root, path, how) {
+        let root = beneath::dir(&self.root)?;
+        let fd = match beneath::path(&root, Path::new(path)) {
             Ok(fd) => fd,
             Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP | Errno::EXDEV) => return Ok(None),
             Err(e) => return Err(e.into()),
