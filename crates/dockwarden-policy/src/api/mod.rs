@@ -4,6 +4,7 @@
 pub mod json;
 pub mod model_view;
 pub mod path;
+pub mod pct;
 pub mod query;
 pub mod route;
 pub mod version;

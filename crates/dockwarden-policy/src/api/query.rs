@@ -65,7 +65,7 @@ impl Query {
     pub fn encode(&self) -> String {
         self.0
             .iter()
-            .map(|(k, v)| format!("{}={}", escape(k), escape(v)))
+            .map(|(k, v)| format!("{}={}", super::pct::component(k), super::pct::component(v)))
             .collect::<Vec<_>>()
             .join("&")
     }
@@ -111,18 +111,6 @@ fn unescape(s: &str) -> Result<String, QueryError> {
         }
     }
     String::from_utf8(out).map_err(|_| QueryError::BadBytes)
-}
-
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use super::pins::{PinEntry, PinStore};
 use super::plan::{self, Plan};
 use crate::proxy::body;
 use crate::proxy::upstream::{self, Upstream};
+use dockwarden_policy::api::pct;
 
 /// Entries per blocking step of a chown walk.
 const STEP: u64 = 10_000;
@@ -177,7 +178,7 @@ async fn on_event(
         // The list is a snapshot the daemon may not have updated when it emits `die`; inspect
         // takes the container's lock, so it answers after the exit was recorded (`exited`, or
         // `restarting` when a restart policy will bring it back).
-        let v = get_json(up, &format!("/containers/{}/json", pct(id))).await?;
+        let v = get_json(up, &format!("/containers/{}/json", pct::component(id))).await?;
         l.states.insert(
             id.to_owned(),
             v["State"]["Status"].as_str().unwrap_or_default().to_owned(),
@@ -216,7 +217,7 @@ async fn follow_once(
     tx: &mpsc::UnboundedSender<Job>,
 ) -> anyhow::Result<()> {
     let filters = r#"{"type":["container"],"event":["die","stop","destroy"]}"#;
-    let path = format!("/events?filters={}", pct(filters));
+    let path = format!("/events?filters={}", pct::component(filters));
     let resp = up
         .request(http::Request::get(upstream::uri(&path)?).body(body::empty())?)
         .await?;
@@ -266,17 +267,6 @@ async fn follow_once(
     }
 }
 
-fn pct(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
 
 /// Runs chown jobs one at a time, each in bounded blocking steps.
 async fn worker(mut rx: mpsc::UnboundedReceiver<Job>, owner: Owner) {

@@ -11,6 +11,7 @@ use super::body::ProxyBody;
 use super::error::ProxyError;
 use super::server::Shared;
 use crate::api::json::Json;
+use dockwarden_policy::api::pct;
 
 pub async fn after_put(
     shared: &Shared,
@@ -27,7 +28,7 @@ pub async fn after_put(
         Some(f) => Some(f.id),
         None => match super::facts::daemon_get(
             &shared.upstream,
-            &format!("/containers/{}/json", pct(reference)),
+            &format!("/containers/{}/json", pct::component(reference)),
         )
         .await
         {
@@ -48,14 +49,3 @@ pub async fn after_put(
     resp
 }
 
-fn pct(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}

@@ -23,6 +23,7 @@ use super::body::{self, ProxyBody};
 use super::error::ProxyError;
 use super::upstream::{self, Upstream};
 use crate::policy::facts::ContainerFact;
+use dockwarden_policy::api::pct;
 
 /// Cached look-ups kept at most; the cache is emptied when it grows past this.
 const MAX_CACHED: usize = 4096;
@@ -190,7 +191,7 @@ impl Containers {
 
     async fn follow(&self, up: &Upstream) -> anyhow::Result<()> {
         let filters = r#"{"type":["container"],"event":["create","destroy","rename","update"]}"#;
-        let path = format!("/events?filters={}", pct(filters));
+        let path = format!("/events?filters={}", pct::component(filters));
         let resp = up
             .request(http::Request::get(upstream::uri(&path)?).body(body::empty())?)
             .await?;
@@ -237,17 +238,6 @@ impl Containers {
     }
 }
 
-fn pct(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
 
 /// After the daemon answered a container create: records the new container as this proxy's.
 pub async fn after_create(

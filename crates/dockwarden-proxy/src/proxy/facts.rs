@@ -12,6 +12,7 @@ use crate::api::json::{self, Json};
 use crate::hostfs::PinStore;
 use crate::policy::FactQuery;
 use crate::policy::facts::{ContainerFact, Facts, ImageFact, NetworkFact, VolumeFact};
+use dockwarden_policy::api::pct;
 
 /// Why a fact could not be gathered; the request is refused (never allowed) when this happens.
 #[derive(Debug, thiserror::Error)]
@@ -20,18 +21,6 @@ pub enum FactError {
     Daemon { what: String, reason: String },
 }
 
-/// Percent-encodes one path segment for a daemon look-up.
-fn seg(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~:".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
 
 /// GETs a daemon path. `Ok(None)` is a 404.
 pub async fn daemon_get(up: &Upstream, path: &str) -> Result<Option<Json>, FactError> {
@@ -83,7 +72,7 @@ async fn container_fact(
     let fact = match cached {
         Some(f) => Some(f),
         None => {
-            let v = daemon_get(up, &format!("/containers/{}/json", seg(r))).await?;
+            let v = daemon_get(up, &format!("/containers/{}/json", pct::component(r))).await?;
             let fact = v.as_ref().and_then(Json::as_object).map(|o| ContainerFact {
                 id: text(Some(o), "Id"),
                 host_config: o.get("HostConfig").cloned().unwrap_or(Json::Null),
@@ -163,7 +152,7 @@ pub async fn gather(
                 let cid = match known.and_then(|k| k.cached_exec(&id)) {
                     Some(c) => Some(c),
                     None => {
-                        let v = daemon_get(up, &format!("/exec/{}/json", seg(&id))).await?;
+                        let v = daemon_get(up, &format!("/exec/{}/json", pct::component(&id))).await?;
                         let cid = v
                             .as_ref()
                             .and_then(Json::as_object)
@@ -177,7 +166,7 @@ pub async fn gather(
                 facts.execs.insert(id, cid);
             }
             FactQuery::Network(r) => {
-                let v = daemon_get(up, &format!("/networks/{}", seg(&r))).await?;
+                let v = daemon_get(up, &format!("/networks/{}", pct::component(&r))).await?;
                 let fact = v.as_ref().and_then(Json::as_object).map(|o| NetworkFact {
                     id: text(Some(o), "Id"),
                     name: text(Some(o), "Name"),
@@ -188,7 +177,7 @@ pub async fn gather(
                 facts.networks.insert(r, fact);
             }
             FactQuery::Volume(r) => {
-                let v = daemon_get(up, &format!("/volumes/{}", seg(&r))).await?;
+                let v = daemon_get(up, &format!("/volumes/{}", pct::component(&r))).await?;
                 let fact = v.as_ref().and_then(Json::as_object).map(|o| VolumeFact {
                     name: text(Some(o), "Name"),
                     driver: text(Some(o), "Driver"),
@@ -197,7 +186,7 @@ pub async fn gather(
                 facts.volumes.insert(r, fact);
             }
             FactQuery::Image(r) => {
-                let v = daemon_get(up, &format!("/images/{}/json", seg(&r))).await?;
+                let v = daemon_get(up, &format!("/images/{}/json", pct::component(&r))).await?;
                 let fact = v.as_ref().and_then(Json::as_object).map(|o| {
                     let cfg = o.object("Config").ok().flatten();
                     let ports = cfg.and_then(|c| c.object("ExposedPorts").ok().flatten());

@@ -27,6 +27,7 @@ use super::audit::{Peer, Record, Timestamp};
 use super::body::{self, ProxyBody};
 use super::server::Shared;
 use crate::policy::grpc::{self, Call, Judged, MAX_MESSAGE, Refusal};
+use dockwarden_policy::api::pct;
 
 /// Headers that HTTP/2 forbids or that belong to one hop.
 const HOP: &[&str] = &[
@@ -285,24 +286,12 @@ fn status_response(code: u32, message: &str) -> Response<ProxyBody> {
     let h = r.headers_mut();
     h.insert("content-type", HeaderValue::from_static("application/grpc"));
     h.insert("grpc-status", HeaderValue::from(code));
-    if let Ok(v) = HeaderValue::from_str(&percent_encode(message)) {
+    if let Ok(v) = HeaderValue::from_str(&pct::encode(message, pct::GRPC_MESSAGE)) {
         h.insert("grpc-message", v);
     }
     r
 }
 
-/// gRPC's `grpc-message` encoding: printable ASCII except `%` as is, everything else `%XX`.
-fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if (0x20..=0x7e).contains(&b) && b != b'%' {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
 
 fn capture(j: Judged, payload: &[u8]) {
     let Some(dir) = std::env::var_os("DOCKWARDEN_GRPC_CAPTURE") else {
@@ -341,6 +330,6 @@ mod tests {
 
     #[test]
     fn grpc_messages_are_percent_encoded() {
-        assert_eq!(percent_encode("a b%c\n→"), "a b%25c%0A%E2%86%92");
+        assert_eq!(pct::encode("a b%c\n→", pct::GRPC_MESSAGE), "a b%25c%0A%E2%86%92");
     }
 }

@@ -11,6 +11,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
+use dockwarden_policy::api::pct;
 
 /// What a call can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -166,14 +167,7 @@ fn api_error(status: StatusCode, data: &[u8]) -> ClientError {
     }
 }
 
-/// Percent-encodes a query value.
+/// Percent-encodes a query value or path segment; `/` stays readable.
 pub fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    pct::encode(s, pct::PATH_VALUE)
 }
