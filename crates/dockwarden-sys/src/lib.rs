@@ -6,6 +6,7 @@
 //! `dockwarden_policy::path_clean`, not here (the policy crate may not depend on libc).
 
 pub mod beneath;
+pub mod cgroupfs;
 pub mod memory;
 pub mod peer;
 pub mod poll;

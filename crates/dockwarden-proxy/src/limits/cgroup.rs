@@ -3,10 +3,12 @@
 use std::path::Path;
 use std::process::Command;
 
+use dockwarden_sys::cgroupfs;
+
 use super::{BudgetError, Sizes};
 
 fn write(path: &Path, value: &str) -> Result<(), BudgetError> {
-    std::fs::write(path, value).map_err(|source| BudgetError::Write {
+    cgroupfs::write(path, value).map_err(|source| BudgetError::Write {
         path: path.to_owned(),
         source,
     })
@@ -33,19 +35,13 @@ pub fn install_v1(root: &Path, name: &str, sizes: Sizes) -> Result<(), BudgetErr
             return Err(BudgetError::NoHierarchy { path: mem });
         }
     }
-    let limit = sizes.memory.to_string();
-    let memsw = mem.join("memory.memsw.limit_in_bytes");
-    // memory+swap must stay >= memory: when lowering, memory goes first; when raising, swap.
-    if memsw.exists() {
-        write(&mem.join("memory.limit_in_bytes"), &limit)
-            .and_then(|()| write(&memsw, &limit))
-            .or_else(|_| {
-                write(&memsw, &limit)
-                    .and_then(|()| write(&mem.join("memory.limit_in_bytes"), &limit))
-            })?;
-    } else {
-        write(&mem.join("memory.limit_in_bytes"), &limit)?;
-    }
+    let limit = mem.join("memory.limit_in_bytes");
+    cgroupfs::write_v1_memory(&limit, &sizes.memory.to_string()).map_err(|source| {
+        BudgetError::Write {
+            path: limit.clone(),
+            source,
+        }
+    })?;
     let pids = root.join("pids").join(name);
     mkdir(&pids)?;
     write(&pids.join("pids.max"), &sizes.pids.to_string())
@@ -66,14 +62,10 @@ pub fn install_v2(root: &Path, name: &str, sizes: Sizes) -> Result<(), BudgetErr
 }
 
 fn enable_controllers(dir: &Path) -> Result<(), BudgetError> {
-    let ctl = dir.join("cgroup.subtree_control");
-    let have = std::fs::read_to_string(&ctl).unwrap_or_default();
-    for c in ["memory", "pids"] {
-        if !have.split_whitespace().any(|x| x == c) {
-            write(&ctl, &format!("+{c}"))?;
-        }
-    }
-    Ok(())
+    cgroupfs::enable_controllers(dir, &["memory", "pids"]).map_err(|source| BudgetError::Write {
+        path: dir.join("cgroup.subtree_control"),
+        source,
+    })
 }
 
 /// systemd driver: a slice with `MemoryMax`/`MemoryLimit` and `TasksMax`, started so its cgroup exists.

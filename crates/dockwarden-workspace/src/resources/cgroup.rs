@@ -6,7 +6,7 @@
 //! Caps: CFS quota / `cpu.max`, `memory.limit_in_bytes` / `memory.max`, `pids.max`.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -15,14 +15,8 @@ use super::model::Sizing;
 /// CFS period used for the CPU cap (the kernel default).
 pub const CFS_PERIOD_US: u64 = 100_000;
 
-/// Which cgroup hierarchy, and where it is mounted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Hierarchy {
-    /// `<root>/<controller>/<name>`.
-    V1 { root: PathBuf },
-    /// `<root>/<name>`.
-    V2 { root: PathBuf },
-}
+pub use dockwarden_sys::cgroupfs::Hierarchy;
+use dockwarden_sys::cgroupfs::{self, keyed, read_u64, write, write_v1_memory};
 
 /// The name of a workspace's cgroup (also the docker runtime's cgroup parent prefix).
 pub fn name_of(uid: u32) -> String {
@@ -30,7 +24,7 @@ pub fn name_of(uid: u32) -> String {
 }
 
 /// v1 controllers a workspace cgroup is made on.
-const V1_CONTROLLERS: [&str; 4] = ["cpu", "cpuacct", "memory", "pids"];
+pub const V1_CONTROLLERS: [&str; 4] = ["cpu", "cpuacct", "memory", "pids"];
 
 /// One file to write: controller (v1; empty on v2), file name, value.
 pub type FileWrite = (&'static str, &'static str, String);
@@ -92,181 +86,82 @@ pub fn files_for(h: &Hierarchy, s: &Sizing) -> Vec<FileWrite> {
     out
 }
 
-impl Hierarchy {
-    /// The hierarchy of this machine: v2 when `/sys/fs/cgroup` is cgroup2, v1 when it has a
-    /// `memory` controller directory; `None` otherwise.
-    pub fn detect() -> Option<Hierarchy> {
-        let root = PathBuf::from("/sys/fs/cgroup");
-        if root.join("cgroup.controllers").exists() {
-            Some(Hierarchy::V2 { root })
-        } else if root.join("memory").join("memory.limit_in_bytes").exists() {
-            Some(Hierarchy::V1 { root })
-        } else {
-            None
-        }
-    }
-
-    /// Directory of the workspace cgroup for `controller` (ignored on v2).
-    pub fn dir(&self, name: &str, controller: &str) -> PathBuf {
-        match self {
-            Hierarchy::V1 { root } => root.join(controller).join(name),
-            Hierarchy::V2 { root } => root.join(name),
-        }
-    }
-
-    fn dirs(&self, name: &str) -> Vec<PathBuf> {
-        match self {
-            Hierarchy::V1 { .. } => V1_CONTROLLERS.iter().map(|c| self.dir(name, c)).collect(),
-            Hierarchy::V2 { .. } => vec![self.dir(name, "")],
-        }
-    }
-
-    /// Creates the cgroup (idempotent) and writes `s` into it.
-    pub fn apply(&self, name: &str, s: &Sizing) -> io::Result<()> {
-        for d in self.dirs(name) {
-            std::fs::create_dir_all(&d)?;
-        }
-        if let Hierarchy::V2 { root } = self {
-            enable(root, &["cpu", "memory", "pids"])?;
-        }
-        for (ctl, file, value) in files_for(self, s) {
-            let path = self.dir(name, ctl).join(file);
-            if file == "memory.swap.max" && !path.exists() {
-                continue;
-            }
-            if file == "memory.limit_in_bytes" {
-                write_v1_memory(&path, &value)?;
-                continue;
-            }
-            write(&path, &value)?;
-        }
-        self.apply_container_half(name, s)
-    }
-
-    /// A docker-compose workspace's containers (child `containers`) keep half of the
-    /// workspace's burst memory and pids when the burst limit changes.
-    fn apply_container_half(&self, name: &str, s: &Sizing) -> io::Result<()> {
-        let child = format!("{name}/containers");
-        let (Some(mem), Some(pids)) = (s.burst_limit.memory_bytes, s.burst_limit.pids) else {
-            return Ok(());
-        };
-        match self {
-            Hierarchy::V1 { .. } => {
-                let m = self.dir(&child, "memory");
-                if m.is_dir() {
-                    write_v1_memory(&m.join("memory.limit_in_bytes"), &(mem / 2).to_string())?;
-                }
-                let p = self.dir(&child, "pids");
-                if p.is_dir() {
-                    write(&p.join("pids.max"), &(pids / 2).max(1).to_string())?;
-                }
-            }
-            Hierarchy::V2 { .. } => {
-                let d = self.dir(&child, "");
-                if d.is_dir() {
-                    write(&d.join("memory.max"), &(mem / 2).to_string())?;
-                    write(&d.join("pids.max"), &(pids / 2).max(1).to_string())?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether the workspace cgroup exists.
-    pub fn exists(&self, name: &str) -> bool {
-        self.dirs(name).iter().all(|d| d.is_dir())
-    }
-
-    /// Removes the cgroup (its processes must be gone) with its children; on v1 from every
-    /// mounted hierarchy, since a docker-compose workspace's daemon makes the container
-    /// parent on all of them. Missing directories are fine.
-    pub fn remove(&self, name: &str) -> io::Result<()> {
-        let mut dirs = self.dirs(name);
-        if let Hierarchy::V1 { root } = self {
-            dirs.extend(
-                std::fs::read_dir(root)?
-                    .flatten()
-                    .map(|e| e.path().join(name)),
-            );
-        }
-        for d in dirs {
-            remove_tree(&d)?;
-        }
-        Ok(())
-    }
-
-    /// Moves the calling thread into the cgroup (v1: `tasks`). A process forked by this
-    /// thread starts inside it, before it runs anything.
-    pub fn join_current_thread(&self, name: &str) -> io::Result<()> {
-        let tid = nix::unistd::gettid().to_string();
-        match self {
-            Hierarchy::V1 { .. } => {
-                for d in self.dirs(name) {
-                    write(&d.join("tasks"), &tid)?;
-                }
-                Ok(())
-            }
-            // A v2 domain cgroup takes whole processes only; see `move_process`.
-            Hierarchy::V2 { .. } => Err(io::Error::other("v2 moves processes, not threads")),
-        }
-    }
-
-    /// Moves a whole process into the cgroup (`cgroup.procs`).
-    pub fn move_process(&self, name: &str, pid: u32) -> io::Result<()> {
-        for d in self.dirs(name) {
-            write(&d.join("cgroup.procs"), &pid.to_string())?;
-        }
-        Ok(())
-    }
+fn dirs(h: &Hierarchy, name: &str) -> Vec<PathBuf> {
+    h.dirs(name, &V1_CONTROLLERS)
 }
 
-fn write(path: &Path, value: &str) -> io::Result<()> {
-    std::fs::write(path, value).map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("writing `{value}` to {}: {e}", path.display()),
-        )
-    })
-}
-
-/// memory+swap must stay >= memory on v1: lowering writes memory first, raising swap first.
-fn write_v1_memory(limit: &Path, value: &str) -> io::Result<()> {
-    let memsw = limit.with_file_name("memory.memsw.limit_in_bytes");
-    if !memsw.exists() {
-        return write(limit, value);
+/// Creates the workspace cgroup `name` (idempotent) and writes `s` into it.
+pub fn apply(h: &Hierarchy, name: &str, s: &Sizing) -> io::Result<()> {
+    for d in dirs(h, name) {
+        std::fs::create_dir_all(&d)?;
     }
-    write(limit, value)
-        .and_then(|()| write(&memsw, value))
-        .or_else(|_| write(&memsw, value).and_then(|()| write(limit, value)))
+    if let Hierarchy::V2 { root } = h {
+        cgroupfs::enable_controllers(root, &["cpu", "memory", "pids"])?;
+    }
+    for (ctl, file, value) in files_for(h, s) {
+        let path = h.dir(name, ctl).join(file);
+        if file == "memory.swap.max" && !path.exists() {
+            continue;
+        }
+        if file == "memory.limit_in_bytes" {
+            write_v1_memory(&path, &value)?;
+            continue;
+        }
+        write(&path, &value)?;
+    }
+    apply_container_half(h, name, s)
 }
 
-fn enable(dir: &Path, controllers: &[&str]) -> io::Result<()> {
-    let ctl = dir.join("cgroup.subtree_control");
-    let have = std::fs::read_to_string(&ctl).unwrap_or_default();
-    for c in controllers {
-        if !have.split_whitespace().any(|x| x == *c) {
-            write(&ctl, &format!("+{c}"))?;
+/// A docker-compose workspace's containers (child `containers`) keep half of the
+/// workspace's burst memory and pids when the burst limit changes.
+fn apply_container_half(h: &Hierarchy, name: &str, s: &Sizing) -> io::Result<()> {
+    let child = format!("{name}/containers");
+    let (Some(mem), Some(pids)) = (s.burst_limit.memory_bytes, s.burst_limit.pids) else {
+        return Ok(());
+    };
+    match h {
+        Hierarchy::V1 { .. } => {
+            let m = h.dir(&child, "memory");
+            if m.is_dir() {
+                write_v1_memory(&m.join("memory.limit_in_bytes"), &(mem / 2).to_string())?;
+            }
+            let p = h.dir(&child, "pids");
+            if p.is_dir() {
+                write(&p.join("pids.max"), &(pids / 2).max(1).to_string())?;
+            }
+        }
+        Hierarchy::V2 { .. } => {
+            let d = h.dir(&child, "");
+            if d.is_dir() {
+                write(&d.join("memory.max"), &(mem / 2).to_string())?;
+                write(&d.join("pids.max"), &(pids / 2).max(1).to_string())?;
+            }
         }
     }
     Ok(())
 }
 
-/// Removes a cgroup directory and its child cgroups, deepest first (cgroupfs only allows
-/// `rmdir`).
-fn remove_tree(d: &Path) -> io::Result<()> {
-    let Ok(entries) = std::fs::read_dir(d) else {
-        return Ok(());
-    };
-    for e in entries.flatten() {
-        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-            remove_tree(&e.path())?;
-        }
-    }
-    match std::fs::remove_dir(d) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
+/// Whether the workspace cgroup exists.
+pub fn exists(h: &Hierarchy, name: &str) -> bool {
+    dirs(h, name).iter().all(|d| d.is_dir())
 }
+
+/// Removes the cgroup (its processes must be gone) with its children; on v1 from every
+/// mounted hierarchy, since a docker-compose workspace's daemon makes the container
+/// parent on all of them. Missing directories are fine.
+pub fn remove(h: &Hierarchy, name: &str) -> io::Result<()> {
+    let root = match h {
+        Hierarchy::V1 { root } | Hierarchy::V2 { root } => root,
+    };
+    for d in cgroupfs::every_dir(root, name) {
+        cgroupfs::remove_tree(&d)?;
+    }
+    Ok(())
+}
+
+
+
+
 
 /// Usage measured from the cgroup.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -290,34 +185,22 @@ pub struct Usage {
     pub pids: u64,
 }
 
-fn read_u64(p: &Path) -> Option<u64> {
-    std::fs::read_to_string(p).ok()?.trim().parse().ok()
-}
 
-/// `key value` lines (`cpu.stat`, `memory.events`, `memory.oom_control`).
-fn keyed(p: &Path, key: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(p).ok()?;
-    text.lines().find_map(|l| {
-        let mut it = l.split_whitespace();
-        (it.next() == Some(key)).then(|| it.next()?.parse().ok())?
-    })
-}
 
-impl Hierarchy {
-    /// Reads usage; `None` when the cgroup does not exist.
-    pub fn usage(&self, name: &str) -> Option<Usage> {
-        if !self.exists(name) {
-            return None;
-        }
-        Some(match self {
+/// Reads the workspace cgroup's usage; `None` when it does not exist.
+pub fn usage(h: &Hierarchy, name: &str) -> Option<Usage> {
+    if !exists(h, name) {
+        return None;
+    }
+    Some(match h {
             Hierarchy::V1 { .. } => {
-                let mem = self.dir(name, "memory");
+                let mem = h.dir(name, "memory");
                 Usage {
-                    cpu_usage_usec: read_u64(&self.dir(name, "cpuacct").join("cpuacct.usage"))
+                    cpu_usage_usec: read_u64(&h.dir(name, "cpuacct").join("cpuacct.usage"))
                         .unwrap_or(0)
                         / 1000,
                     cpu_throttled_periods: keyed(
-                        &self.dir(name, "cpu").join("cpu.stat"),
+                        &h.dir(name, "cpu").join("cpu.stat"),
                         "nr_throttled",
                     )
                     .unwrap_or(0),
@@ -325,11 +208,11 @@ impl Hierarchy {
                     memory_peak_bytes: read_u64(&mem.join("memory.max_usage_in_bytes")),
                     oom_kills: keyed(&mem.join("memory.oom_control"), "oom_kill").unwrap_or(0),
                     memory_cap_hits: read_u64(&mem.join("memory.failcnt")).unwrap_or(0),
-                    pids: read_u64(&self.dir(name, "pids").join("pids.current")).unwrap_or(0),
+                    pids: read_u64(&h.dir(name, "pids").join("pids.current")).unwrap_or(0),
                 }
             }
             Hierarchy::V2 { .. } => {
-                let d = self.dir(name, "");
+                let d = h.dir(name, "");
                 Usage {
                     cpu_usage_usec: keyed(&d.join("cpu.stat"), "usage_usec").unwrap_or(0),
                     cpu_throttled_periods: keyed(&d.join("cpu.stat"), "nr_throttled").unwrap_or(0),
@@ -341,7 +224,6 @@ impl Hierarchy {
                 }
             }
         })
-    }
 }
 
 /// For a spawn from a fresh thread (as `netns::spawn_in` makes): joins the workspace cgroup
@@ -349,8 +231,8 @@ impl Hierarchy {
 /// when there is no such cgroup (not root, or no resources).
 pub fn join_for_spawn(name: &str) -> io::Result<()> {
     match Hierarchy::detect() {
-        Some(h @ Hierarchy::V1 { .. }) if h.exists(name) && nix::unistd::geteuid().is_root() => {
-            h.join_current_thread(name)
+        Some(h @ Hierarchy::V1 { .. }) if exists(&h, name) && nix::unistd::geteuid().is_root() => {
+            h.join_current_thread(name, &V1_CONTROLLERS)
         }
         _ => Ok(()),
     }
@@ -359,7 +241,7 @@ pub fn join_for_spawn(name: &str) -> io::Result<()> {
 /// The workspace's burst memory and pids as its cgroup enforces them (`None`: no cgroup).
 pub fn burst_of(name: &str) -> Option<(Option<u64>, Option<u64>)> {
     let h = Hierarchy::detect()?;
-    if !h.exists(name) {
+    if !exists(&h, name) {
         return None;
     }
     let (mem, pids) = match &h {
@@ -377,36 +259,15 @@ pub fn burst_of(name: &str) -> Option<(Option<u64>, Option<u64>)> {
     Some((mem, read_u64(&pids)))
 }
 
-/// Spawns with `spawn` so that the new process starts inside the workspace cgroup `name`.
-/// v1: from a short-lived thread that joined the cgroup first (as `netns::spawn_in` does for
-/// namespaces), so nothing runs outside it. v2: the process is moved right after the fork.
+/// Spawns with `spawn` so that the new process starts inside the workspace cgroup `name`
+/// ([`Hierarchy::spawn_joined`] over the workspace's controllers).
 pub fn spawn_joined<T: Send>(
     h: &Hierarchy,
     name: &str,
     spawn: impl FnOnce() -> io::Result<T> + Send,
     pid_of: impl Fn(&T) -> Option<u32>,
 ) -> io::Result<T> {
-    match h {
-        Hierarchy::V1 { .. } => {
-            let handle = tokio::runtime::Handle::try_current().ok();
-            std::thread::scope(|s| {
-                s.spawn(|| {
-                    let _ctx = handle.as_ref().map(|h| h.enter());
-                    h.join_current_thread(name)?;
-                    spawn()
-                })
-                .join()
-                .unwrap_or_else(|_| Err(io::Error::other("cgroup spawn thread panicked")))
-            })
-        }
-        Hierarchy::V2 { .. } => {
-            let child = spawn()?;
-            if let Some(pid) = pid_of(&child) {
-                h.move_process(name, pid)?;
-            }
-            Ok(child)
-        }
-    }
+    h.spawn_joined(name, &V1_CONTROLLERS, spawn, pid_of)
 }
 
 #[cfg(test)]
@@ -437,7 +298,7 @@ mod tests {
         let d = root.path().join("dockwarden_ws_7");
         std::fs::create_dir_all(&d).expect("mkdir");
         std::fs::write(d.join("memory.swap.max"), "max").expect("seed");
-        h.apply("dockwarden_ws_7", &sizing()).expect("applies");
+        apply(&h, "dockwarden_ws_7", &sizing()).expect("applies");
         assert_eq!(read(d.join("cpu.max")), "150000 100000");
         assert_eq!(read(d.join("cpu.weight")), "20");
         assert_eq!(read(d.join("memory.low")), "33554432");
@@ -458,7 +319,7 @@ mod tests {
         )
         .expect("seed");
         std::fs::write(d.join("pids.current"), "3\n").expect("seed");
-        let u = h.usage("dockwarden_ws_7").expect("usage");
+        let u = usage(&h, "dockwarden_ws_7").expect("usage");
         assert_eq!((u.cpu_usage_usec, u.cpu_throttled_periods), (1500, 3));
         assert_eq!(
             (u.memory_bytes, u.oom_kills, u.memory_cap_hits, u.pids),

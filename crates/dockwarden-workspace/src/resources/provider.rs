@@ -82,7 +82,7 @@ impl Provider for LocalProvider {
 
     fn apply(&self, t: &Target<'_>, s: &Sizing) -> Result<(), String> {
         if let Some(h) = &self.cgroup {
-            h.apply(&cgroup::name_of(t.uid), s)
+            cgroup::apply(h, &cgroup::name_of(t.uid), s)
                 .map_err(|e| format!("cgroup: {e}"))?;
         }
         if let (true, Some(bytes)) = (self.disk.enforced(), s.burst_limit.disk_bytes)
@@ -108,7 +108,7 @@ impl Provider for LocalProvider {
     }
 
     fn usage(&self, t: &Target<'_>) -> Option<Usage> {
-        self.cgroup.as_ref()?.usage(&cgroup::name_of(t.uid))
+        cgroup::usage(self.cgroup.as_ref()?, &cgroup::name_of(t.uid))
     }
 
     fn disk_usage(&self, t: &Target<'_>) -> Option<DiskUsage> {
@@ -121,7 +121,7 @@ impl Provider for LocalProvider {
 
     fn remove(&self, t: &Target<'_>) {
         if let Some(h) = &self.cgroup {
-            let _ = h.remove(&cgroup::name_of(t.uid));
+            let _ = cgroup::remove(h, &cgroup::name_of(t.uid));
         }
         self.disk.remove(t.worktree, t.uid);
     }

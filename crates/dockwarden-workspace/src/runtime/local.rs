@@ -149,7 +149,7 @@ impl LocalRuntime {
     ) -> std::io::Result<tokio::process::Child> {
         use crate::resources::cgroup;
         let name = cgroup::name_of(spec.uid);
-        let cg = self.cgroup.as_ref().filter(|h| h.exists(&name));
+        let cg = self.cgroup.as_ref().filter(|h| cgroup::exists(h, &name));
         let init = match &self.sandbox {
             Some(sb) => {
                 let ro = match spec.kind {

@@ -59,7 +59,7 @@ pub fn args_with(
             memory_budget: Some(memory),
             pids_budget: Some(pids),
             cgroup_name: layout.cgroup_name.clone(),
-            cgroup_root: "/sys/fs/cgroup".into(),
+            cgroup_root: dockwarden_sys::cgroupfs::ROOT.into(),
             no_cgroup_budget: false,
             daemon_config: layout.daemon_json.clone(),
             allow_unbudgeted_builds: false,
