@@ -10,6 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use dockwarden::sys::mountinfo;
 use dockwarden::workspace::runtime::docker::StartStep;
 use dockwarden::workspace::runtime::{
     DockerConfig, DockerRuntime, LocalRuntime, RunSpec, Runtime, RuntimeKind,
@@ -89,22 +90,13 @@ fn processes_under(dir: &Path) -> Vec<(i32, String)> {
         .collect()
 }
 
-fn mounts_under(dir: &Path) -> Vec<String> {
-    let needle = dir.display().to_string();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .filter(|l| l.contains(&needle))
-        .map(str::to_owned)
-        .collect()
-}
 
 /// `containers_cgroup`: whether the containers' cgroup must be gone too (a stop keeps it for
 /// the next start, with its limits; a failed start and `destroy` remove it).
 fn assert_nothing_left(ws: &Path, after: &str, containers_cgroup: bool) {
     let procs = processes_under(ws);
     assert!(procs.is_empty(), "{after}: processes left: {procs:?}");
-    let mounts = mounts_under(ws);
+    let mounts = mountinfo::at_or_beneath(&mountinfo::own(), ws);
     assert!(mounts.is_empty(), "{after}: mounts left: {mounts:?}");
     let netns = ws.join("docker/netns");
     assert!(

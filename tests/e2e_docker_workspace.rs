@@ -20,6 +20,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::wait_until;
+use dockwarden::sys::mountinfo;
 use serde_json::{Value, json};
 use workspace_support::Svc;
 
@@ -207,7 +208,7 @@ impl Drop for Env {
         for pid in pids_mentioning(&state) {
             let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
         }
-        for m in mounts_under(&self.svc.state) {
+        for m in mountinfo::at_or_beneath(&mountinfo::own(), &self.svc.state) {
             let _ = Command::new("umount").arg("-l").arg(m).status();
         }
     }
@@ -247,17 +248,6 @@ fn alive(pid: &str) -> bool {
     })
 }
 
-fn mounts_under(dir: &Path) -> Vec<String> {
-    let prefix = dir.display().to_string();
-    // `<state>/workspaces/ar-fork/netns` is not beneath `<state>/workspaces/ar`.
-    let beneath = format!("{prefix}/");
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
-        .filter(|m| *m == prefix || m.starts_with(&beneath))
-        .collect()
-}
 
 fn cgroups_named(name: &str) -> Vec<PathBuf> {
     let root = Path::new("/sys/fs/cgroup");
@@ -303,8 +293,8 @@ fn assert_nothing_left(env: &Env, id: &str, uid: u64) {
         "no process of {id} left"
     );
     assert_eq!(
-        mounts_under(&dir),
-        Vec::<String>::new(),
+        mountinfo::at_or_beneath(&mountinfo::own(), &dir),
+        Vec::<PathBuf>::new(),
         "no mount (pins, netns, overlays) left"
     );
     let left = cgroups_named(&format!("dockwarden_ws_{uid}"));

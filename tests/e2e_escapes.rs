@@ -8,6 +8,7 @@ mod escapes_support;
 use std::time::Duration;
 
 use common::{IMAGE, engines_or_skip, unique};
+use dockwarden::sys::mountinfo;
 use escapes_support::{Cleanup, request};
 
 /// `{"Image":…, "NetworkMode":"<id of host>"}` with no `HostConfig`, or with `"HostConfig":
@@ -448,12 +449,13 @@ fn setuid_root_file_put_by_archive_into_a_never_started_container_is_handed_back
 
 /// The options of the mount at `target` in a container's mount namespace.
 fn mount_options(pid: u64, target: &str) -> String {
-    let info = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).expect("mountinfo");
-    info.lines()
-        .find(|l| l.split(' ').nth(4) == Some(target))
-        .and_then(|l| l.split(' ').nth(5))
+    let mounts = mountinfo::of(u32::try_from(pid).expect("a pid")).expect("mountinfo");
+    mounts
+        .iter()
+        .find(|m| m.point == std::path::Path::new(target))
         .unwrap_or_else(|| panic!("no mount at {target}"))
-        .to_owned()
+        .options
+        .clone()
 }
 
 /// Pins are mounted `nosuid,nodev`, and the daemon's mount of the pin in the container keeps

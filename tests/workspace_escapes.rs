@@ -25,6 +25,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{Engine, wait_until};
+use dockwarden::sys::mountinfo;
 use serde_json::{Value, json};
 use workspace_support::Svc;
 
@@ -172,11 +173,9 @@ fn stat(p: &Path) -> std::fs::Metadata {
 
 /// The host's mounts beneath the workspace proxy's pin directory: what a flood of pins adds.
 fn pin_mounts(pins: &Path) -> usize {
-    let prefix = format!("{}/", pins.display());
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .expect("mountinfo")
-        .lines()
-        .filter(|l| l.split(' ').nth(4).is_some_and(|m| m.starts_with(&prefix)))
+    mountinfo::at_or_beneath(&mountinfo::own(), pins)
+        .iter()
+        .filter(|m| *m != pins)
         .count()
 }
 
@@ -251,26 +250,12 @@ fn a_setuid_root_file_made_by_a_container_in_a_bind_gives_no_privilege_during_or
         );
         // The mount the worktree is on, in the workspace's view (the deepest mount point above
         // it, the last one mounted there), is nosuid,nodev.
-        let mounts = c.ok("cat /proc/self/mountinfo");
-        let wt_s = wt.to_str().expect("utf-8 worktree");
-        let line = mounts
-            .lines()
-            .filter(|l| {
-                l.split(' ')
-                    .nth(4)
-                    .is_some_and(|m| m == "/" || wt_s == m || wt_s.starts_with(&format!("{m}/")))
-            })
-            .max_by_key(|l| {
-                (
-                    l.split(' ').nth(4).map(str::len),
-                    l.split(' ').next().and_then(|n| n.parse::<u64>().ok()),
-                )
-            })
-            .expect("a mount above the worktree");
-        let opts = line.split(' ').nth(5).unwrap_or_default();
+        let mounts = mountinfo::parse(&c.ok("cat /proc/self/mountinfo"));
+        let line = mountinfo::containing(&mounts, &wt).expect("a mount above the worktree");
+        let opts = &line.options;
         assert!(
             opts.contains("nosuid") && opts.contains("nodev"),
-            "[{}] {line}",
+            "[{}] {line:?}",
             c.label()
         );
     });

@@ -14,6 +14,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use dockwarden::sys::mountinfo;
 use serde_json::{Value, json};
 use workspace_support::Svc;
 
@@ -220,13 +221,10 @@ fn label(image: &Path) -> String {
 
 /// The per-mount options of the mount on `dir` (`/proc/self/mountinfo`, field 6).
 fn mount_options(dir: &Path) -> String {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let dir = dir.to_str().unwrap();
-    info.lines()
-        .rfind(|l| l.split(' ').nth(4) == Some(dir))
-        .and_then(|l| l.split(' ').nth(5))
+    let mounts = mountinfo::own();
+    mountinfo::at(&mounts, dir)
+        .map(|m| m.options.clone())
         .unwrap_or_default()
-        .to_string()
 }
 
 /// The owners on disk of every entry of an (immutable) snapshot image clone, read through a

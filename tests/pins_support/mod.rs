@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use dockwarden::sys::mountinfo;
+
 /// Pin mounts plus pin targets in `pins` (the state file aside).
 pub fn pins_left(pins: &Path) -> usize {
     let targets = std::fs::read_dir(pins)
@@ -20,13 +22,10 @@ pub fn pins_left(pins: &Path) -> usize {
 
 /// Mount points directly inside `pins`.
 pub fn mounted(pins: &Path) -> Vec<String> {
-    let prefix = format!("{}/", pins.display());
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .filter(|m| m.starts_with(&prefix))
-        .map(str::to_owned)
+    mountinfo::at_or_beneath(&mountinfo::own(), pins)
+        .into_iter()
+        .filter(|m| m != pins)
+        .map(|m| m.display().to_string())
         .collect()
 }
 

@@ -187,11 +187,9 @@ impl Drop for Svc {
 /// Unmounts the network namespace files under `state` and deletes the host side of the
 /// workspace links (`dwe<uid>`, `dwi<uid>`) of the uid range.
 pub fn remove_workspace_networks(state: &Path, base: u32, count: u32) {
-    let prefix = format!("{}/", state.display());
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    for m in mounts.lines().filter(|l| l.contains(" - nsfs ")) {
-        if let Some(point) = m.split(' ').nth(4).filter(|p| p.starts_with(&prefix)) {
-            let _ = Command::new("umount").arg("-l").arg(point).status();
+    for m in dockwarden::sys::mountinfo::own() {
+        if m.fstype == "nsfs" && m.point.starts_with(state) && m.point != state {
+            let _ = Command::new("umount").arg("-l").arg(&m.point).status();
         }
     }
     for uid in base..base + count {

@@ -8,5 +8,6 @@
 pub mod beneath;
 pub mod cgroupfs;
 pub mod memory;
+pub mod mountinfo;
 pub mod peer;
 pub mod poll;

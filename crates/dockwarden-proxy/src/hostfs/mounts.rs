@@ -5,6 +5,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use dockwarden_sys::mountinfo;
 use nix::mount::{MntFlags, MsFlags};
 
 use super::pins::PinError;
@@ -133,49 +134,8 @@ pub(super) fn remove_target(path: &Path, is_dir: bool) {
 
 /// Mount points directly inside `dir`, from `/proc/self/mountinfo`.
 pub fn mounts_under(dir: &Path) -> Vec<String> {
-    let prefix = format!("{}/", dir.display());
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let mut out: Vec<String> = text
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(unescape)
-        .filter(|p| {
-            p.strip_prefix(&prefix)
-                .is_some_and(|rest| !rest.is_empty() && !rest.contains('/'))
-        })
-        .collect();
-    out.dedup();
-    out
-}
-
-/// Undoes mountinfo's octal escapes (`\040` for a space, ...).
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mountinfo_escapes_are_undone() {
-        assert_eq!(unescape(r"/run/a\040b"), "/run/a b");
-        assert_eq!(unescape(r"/x\134y"), r"/x\y");
-        assert_eq!(unescape("/plain"), "/plain");
-    }
+    mountinfo::children(&mountinfo::own(), dir)
+        .into_iter()
+        .map(|p| p.display().to_string())
+        .collect()
 }

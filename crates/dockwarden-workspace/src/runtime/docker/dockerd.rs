@@ -211,25 +211,8 @@ pub fn pids_mentioning(needle: &Path) -> Vec<i32> {
 
 /// Mount points at or beneath `dir` (deepest first), from `/proc/self/mountinfo`.
 pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let prefix = dir.display().to_string();
-    let mut out: Vec<PathBuf> = text
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(unescape)
-        .filter(|m| m == &prefix || m.starts_with(&format!("{prefix}/")))
-        .map(PathBuf::from)
-        .collect();
-    out.sort_by_key(|p| std::cmp::Reverse(p.as_os_str().len()));
-    out.dedup();
-    out
-}
-
-fn unescape(s: &str) -> String {
-    s.replace("\\040", " ")
-        .replace("\\011", "\t")
-        .replace("\\012", "\n")
-        .replace("\\134", "\\")
+    use dockwarden_sys::mountinfo;
+    mountinfo::at_or_beneath(&mountinfo::own(), dir)
 }
 
 #[cfg(test)]
