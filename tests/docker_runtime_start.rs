@@ -90,7 +90,6 @@ fn processes_under(dir: &Path) -> Vec<(i32, String)> {
         .collect()
 }
 
-
 /// `containers_cgroup`: whether the containers' cgroup must be gone too (a stop keeps it for
 /// the next start, with its limits; a failed start and `destroy` remove it).
 fn assert_nothing_left(ws: &Path, after: &str, containers_cgroup: bool) {

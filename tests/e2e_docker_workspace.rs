@@ -248,7 +248,6 @@ fn alive(pid: &str) -> bool {
     })
 }
 
-
 fn cgroups_named(name: &str) -> Vec<PathBuf> {
     let root = Path::new("/sys/fs/cgroup");
     let mut out: Vec<PathBuf> = std::fs::read_dir(root)

@@ -253,13 +253,21 @@ mod tests {
         std::fs::write(d.path().join("memory.memsw.limit_in_bytes"), "1").expect("seed");
         write_v1_memory(&limit, "4096").expect("writes");
         assert_eq!(read_u64(&limit), Some(4096));
-        assert_eq!(read_u64(&d.path().join("memory.memsw.limit_in_bytes")), Some(4096));
+        assert_eq!(
+            read_u64(&d.path().join("memory.memsw.limit_in_bytes")),
+            Some(4096)
+        );
     }
 
     #[test]
     fn every_dir_finds_v1_and_v2_layouts_and_remove_tree_clears_them() {
         let root = tempfile::tempdir().expect("tempdir");
-        for d in ["memory/ws_1/containers/x", "pids/ws_1", "ws_1/child", "cpu/other"] {
+        for d in [
+            "memory/ws_1/containers/x",
+            "pids/ws_1",
+            "ws_1/child",
+            "cpu/other",
+        ] {
             std::fs::create_dir_all(root.path().join(d)).expect("mkdir");
         }
         let mut dirs = every_dir(root.path(), "ws_1");
@@ -282,8 +290,14 @@ mod tests {
         assert_eq!(Hierarchy::detect_at(root.path()), None);
         std::fs::create_dir_all(root.path().join("memory")).expect("mkdir");
         std::fs::write(root.path().join("memory/memory.limit_in_bytes"), "1").expect("seed");
-        assert!(matches!(Hierarchy::detect_at(root.path()), Some(Hierarchy::V1 { .. })));
+        assert!(matches!(
+            Hierarchy::detect_at(root.path()),
+            Some(Hierarchy::V1 { .. })
+        ));
         std::fs::write(root.path().join("cgroup.controllers"), "memory").expect("seed");
-        assert!(matches!(Hierarchy::detect_at(root.path()), Some(Hierarchy::V2 { .. })));
+        assert!(matches!(
+            Hierarchy::detect_at(root.path()),
+            Some(Hierarchy::V2 { .. })
+        ));
     }
 }

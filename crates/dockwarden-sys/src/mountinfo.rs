@@ -158,7 +158,10 @@ garbage line
             children(&m, Path::new("/state/ws/a/pins")),
             vec![PathBuf::from("/state/ws/a/pins/p 1")]
         );
-        assert_eq!(at(&m, Path::new("/state/ws/a/netns")).map(|m| m.id), Some(34));
+        assert_eq!(
+            at(&m, Path::new("/state/ws/a/netns")).map(|m| m.id),
+            Some(34)
+        );
         let on = |p: &str| containing(&m, Path::new(p)).map(|m| m.id);
         assert_eq!(on("/state/ws/a/pins/p 1/deep/x"), Some(32));
         assert_eq!(on("/state/ws/abc"), Some(22), "by component, not by prefix");

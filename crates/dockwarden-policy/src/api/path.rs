@@ -45,7 +45,8 @@ impl CanonicalPath {
             }
             s
         };
-        if !is_clean(&s) {
+        // gorilla/mux's `cleanPath` (Go `path.Clean`, keeping a trailing slash) must be a no-op.
+        if !crate::path_clean::is_clean_absolute(&s) {
             return Err(PathError::NotClean);
         }
         Ok(Self(s))
@@ -98,17 +99,6 @@ fn percent_decode(raw: &str) -> Result<Vec<u8>, PathError> {
         }
     }
     Ok(out)
-}
-
-/// True when gorilla/mux's `cleanPath` (Go `path.Clean`, keeping a trailing slash) is a no-op.
-fn is_clean(p: &str) -> bool {
-    if p == "/" {
-        return true;
-    }
-    let body = p.strip_suffix('/').unwrap_or(p);
-    body.split('/')
-        .skip(1)
-        .all(|seg| !seg.is_empty() && seg != "." && seg != "..")
 }
 
 #[cfg(test)]

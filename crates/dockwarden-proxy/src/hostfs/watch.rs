@@ -267,7 +267,6 @@ async fn follow_once(
     }
 }
 
-
 /// Runs chown jobs one at a time, each in bounded blocking steps.
 async fn worker(mut rx: mpsc::UnboundedReceiver<Job>, owner: Owner) {
     while let Some(job) = rx.recv().await {

@@ -48,4 +48,3 @@ pub async fn after_put(
     }
     resp
 }
-

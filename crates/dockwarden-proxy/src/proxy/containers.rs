@@ -238,7 +238,6 @@ impl Containers {
     }
 }
 
-
 /// After the daemon answered a container create: records the new container as this proxy's.
 pub async fn after_create(
     containers: &Containers,

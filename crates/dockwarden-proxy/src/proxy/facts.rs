@@ -21,7 +21,6 @@ pub enum FactError {
     Daemon { what: String, reason: String },
 }
 
-
 /// GETs a daemon path. `Ok(None)` is a 404.
 pub async fn daemon_get(up: &Upstream, path: &str) -> Result<Option<Json>, FactError> {
     let err = |reason: String| FactError::Daemon {
@@ -152,7 +151,8 @@ pub async fn gather(
                 let cid = match known.and_then(|k| k.cached_exec(&id)) {
                     Some(c) => Some(c),
                     None => {
-                        let v = daemon_get(up, &format!("/exec/{}/json", pct::component(&id))).await?;
+                        let v =
+                            daemon_get(up, &format!("/exec/{}/json", pct::component(&id))).await?;
                         let cid = v
                             .as_ref()
                             .and_then(Json::as_object)

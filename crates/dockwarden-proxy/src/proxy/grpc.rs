@@ -292,7 +292,6 @@ fn status_response(code: u32, message: &str) -> Response<ProxyBody> {
     r
 }
 
-
 fn capture(j: Judged, payload: &[u8]) {
     let Some(dir) = std::env::var_os("DOCKWARDEN_GRPC_CAPTURE") else {
         return;
@@ -330,6 +329,9 @@ mod tests {
 
     #[test]
     fn grpc_messages_are_percent_encoded() {
-        assert_eq!(pct::encode("a b%c\n→", pct::GRPC_MESSAGE), "a b%25c%0A%E2%86%92");
+        assert_eq!(
+            pct::encode("a b%c\n→", pct::GRPC_MESSAGE),
+            "a b%25c%0A%E2%86%92"
+        );
     }
 }

@@ -6,12 +6,12 @@ mod resources;
 use std::path::PathBuf;
 
 use bytes::Bytes;
+use dockwarden_policy::api::pct;
 use http::{Method, Request, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
-use dockwarden_policy::api::pct;
 
 /// What a call can fail with.
 #[derive(Debug, thiserror::Error)]

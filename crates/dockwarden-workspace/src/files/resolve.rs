@@ -18,18 +18,8 @@ use crate::error::{WsError, WsResult};
 
 /// Checks a caller's path lexically and returns it cleaned (`""` is the worktree itself).
 pub fn clean_rel(path: &str) -> WsResult<String> {
-    if path.starts_with('/') || path.contains('\0') {
-        return Err(WsError::InvalidPath(path.to_string()));
-    }
-    let mut parts = Vec::new();
-    for c in path.split('/') {
-        match c {
-            "" | "." => {}
-            ".." => return Err(WsError::InvalidPath(path.to_string())),
-            c => parts.push(c),
-        }
-    }
-    Ok(parts.join("/"))
+    dockwarden_policy::path_clean::clean_relative_no_dotdot(path)
+        .ok_or_else(|| WsError::InvalidPath(path.to_string()))
 }
 
 /// Maps a resolution errno to the API's error for `shown`.

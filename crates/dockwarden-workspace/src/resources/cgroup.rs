@@ -159,10 +159,6 @@ pub fn remove(h: &Hierarchy, name: &str) -> io::Result<()> {
     Ok(())
 }
 
-
-
-
-
 /// Usage measured from the cgroup.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Usage {
@@ -185,45 +181,40 @@ pub struct Usage {
     pub pids: u64,
 }
 
-
-
 /// Reads the workspace cgroup's usage; `None` when it does not exist.
 pub fn usage(h: &Hierarchy, name: &str) -> Option<Usage> {
     if !exists(h, name) {
         return None;
     }
     Some(match h {
-            Hierarchy::V1 { .. } => {
-                let mem = h.dir(name, "memory");
-                Usage {
-                    cpu_usage_usec: read_u64(&h.dir(name, "cpuacct").join("cpuacct.usage"))
-                        .unwrap_or(0)
-                        / 1000,
-                    cpu_throttled_periods: keyed(
-                        &h.dir(name, "cpu").join("cpu.stat"),
-                        "nr_throttled",
-                    )
+        Hierarchy::V1 { .. } => {
+            let mem = h.dir(name, "memory");
+            Usage {
+                cpu_usage_usec: read_u64(&h.dir(name, "cpuacct").join("cpuacct.usage"))
+                    .unwrap_or(0)
+                    / 1000,
+                cpu_throttled_periods: keyed(&h.dir(name, "cpu").join("cpu.stat"), "nr_throttled")
                     .unwrap_or(0),
-                    memory_bytes: read_u64(&mem.join("memory.usage_in_bytes")).unwrap_or(0),
-                    memory_peak_bytes: read_u64(&mem.join("memory.max_usage_in_bytes")),
-                    oom_kills: keyed(&mem.join("memory.oom_control"), "oom_kill").unwrap_or(0),
-                    memory_cap_hits: read_u64(&mem.join("memory.failcnt")).unwrap_or(0),
-                    pids: read_u64(&h.dir(name, "pids").join("pids.current")).unwrap_or(0),
-                }
+                memory_bytes: read_u64(&mem.join("memory.usage_in_bytes")).unwrap_or(0),
+                memory_peak_bytes: read_u64(&mem.join("memory.max_usage_in_bytes")),
+                oom_kills: keyed(&mem.join("memory.oom_control"), "oom_kill").unwrap_or(0),
+                memory_cap_hits: read_u64(&mem.join("memory.failcnt")).unwrap_or(0),
+                pids: read_u64(&h.dir(name, "pids").join("pids.current")).unwrap_or(0),
             }
-            Hierarchy::V2 { .. } => {
-                let d = h.dir(name, "");
-                Usage {
-                    cpu_usage_usec: keyed(&d.join("cpu.stat"), "usage_usec").unwrap_or(0),
-                    cpu_throttled_periods: keyed(&d.join("cpu.stat"), "nr_throttled").unwrap_or(0),
-                    memory_bytes: read_u64(&d.join("memory.current")).unwrap_or(0),
-                    memory_peak_bytes: read_u64(&d.join("memory.peak")),
-                    oom_kills: keyed(&d.join("memory.events"), "oom_kill").unwrap_or(0),
-                    memory_cap_hits: keyed(&d.join("memory.events"), "max").unwrap_or(0),
-                    pids: read_u64(&d.join("pids.current")).unwrap_or(0),
-                }
+        }
+        Hierarchy::V2 { .. } => {
+            let d = h.dir(name, "");
+            Usage {
+                cpu_usage_usec: keyed(&d.join("cpu.stat"), "usage_usec").unwrap_or(0),
+                cpu_throttled_periods: keyed(&d.join("cpu.stat"), "nr_throttled").unwrap_or(0),
+                memory_bytes: read_u64(&d.join("memory.current")).unwrap_or(0),
+                memory_peak_bytes: read_u64(&d.join("memory.peak")),
+                oom_kills: keyed(&d.join("memory.events"), "oom_kill").unwrap_or(0),
+                memory_cap_hits: keyed(&d.join("memory.events"), "max").unwrap_or(0),
+                pids: read_u64(&d.join("pids.current")).unwrap_or(0),
             }
-        })
+        }
+    })
 }
 
 /// For a spawn from a fresh thread (as `netns::spawn_in` makes): joins the workspace cgroup

@@ -82,8 +82,7 @@ impl Provider for LocalProvider {
 
     fn apply(&self, t: &Target<'_>, s: &Sizing) -> Result<(), String> {
         if let Some(h) = &self.cgroup {
-            cgroup::apply(h, &cgroup::name_of(t.uid), s)
-                .map_err(|e| format!("cgroup: {e}"))?;
+            cgroup::apply(h, &cgroup::name_of(t.uid), s).map_err(|e| format!("cgroup: {e}"))?;
         }
         if let (true, Some(bytes)) = (self.disk.enforced(), s.burst_limit.disk_bytes)
             && t.worktree.is_dir()

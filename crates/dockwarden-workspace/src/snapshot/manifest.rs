@@ -172,15 +172,6 @@ pub fn sha256_hex(data: &[u8]) -> String {
     crate::hex::encode(&Sha256::digest(data))
 }
 
-/// True when `path` is a safe relative manifest path: no empty, `.` or `..` parts.
-pub fn safe_rel_path(path: &str) -> bool {
-    !path.is_empty()
-        && !path.starts_with('/')
-        && path
-            .split('/')
-            .all(|c| !c.is_empty() && c != "." && c != "..")
-}
-
 /// Writes a file's or a symlink's tag and fields, the same in manifests and in trees (each
 /// with its own tags). Directories are the caller's: the two formats differ there.
 pub(super) fn write_leaf(w: &mut Writer, kind: &EntryKind, file_tag: u8, symlink_tag: u8) {
@@ -209,6 +200,7 @@ pub(super) fn write_leaf(w: &mut Writer, kind: &EntryKind, file_tag: u8, symlink
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dockwarden_policy::path_clean::is_clean_relative;
 
     #[test]
     fn manifests_round_trip_through_json() {
@@ -304,10 +296,10 @@ mod tests {
 
     #[test]
     fn manifest_paths_that_climb_out_are_rejected() {
-        assert!(safe_rel_path("a/b.txt"));
-        assert!(!safe_rel_path("../etc/passwd"));
-        assert!(!safe_rel_path("a/../../b"));
-        assert!(!safe_rel_path("/abs"));
-        assert!(!safe_rel_path("a//b"));
+        assert!(is_clean_relative("a/b.txt"));
+        assert!(!is_clean_relative("../etc/passwd"));
+        assert!(!is_clean_relative("a/../../b"));
+        assert!(!is_clean_relative("/abs"));
+        assert!(!is_clean_relative("a//b"));
     }
 }

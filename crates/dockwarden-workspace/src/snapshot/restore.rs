@@ -23,10 +23,11 @@ use sha2::{Digest as _, Sha256};
 use super::blob::{self, Kind};
 use super::digest::{self, Digest};
 use super::index::{self, Stat};
-use super::manifest::{Entry, EntryKind, Manifest, safe_rel_path};
+use super::manifest::{Entry, EntryKind, Manifest};
 use super::pack::{self, PACK_MAX, PackIndex};
 use super::{Progress, ProgressFn, par};
 use crate::error::{WsError, WsResult};
+use dockwarden_policy::path_clean::is_clean_relative;
 
 /// Loose blobs are read (and written) in pieces of this size.
 const CHUNK: usize = 1 << 20;
@@ -119,7 +120,7 @@ pub(super) fn restore(
     let mut levels: Vec<Vec<(&str, u32, i64)>> = Vec::new();
     let mut leaves = Vec::new();
     for e in &m.entries {
-        if !safe_rel_path(&e.path) || !dirs.contains(parent_of(&e.path)) {
+        if !is_clean_relative(&e.path) || !dirs.contains(parent_of(&e.path)) {
             return Err(corrupt(
                 m,
                 format!("entry `{}` is outside the tree", e.path),

@@ -6,8 +6,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill};
 use dockwarden_sys::cgroupfs;
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::dockerd::alive;

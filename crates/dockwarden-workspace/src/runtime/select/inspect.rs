@@ -1,6 +1,7 @@
 //! The bounded walk over a repository: which files are read, in which order, under which caps,
 //! and the evidence each one gives.
 
+use dockwarden_policy::path_clean::clean_within;
 use std::collections::BTreeSet;
 
 use serde_json::Value;
@@ -94,7 +95,7 @@ impl<'a> Inspector<'a> {
         if let Some((path, data)) = extra_script {
             let cap = self.limits.max_file_bytes.min(data.len());
             self.truncated |= cap < data.len();
-            self.followed.insert(clean(path).unwrap_or_default());
+            self.followed.insert(clean_within(path).unwrap_or_default());
             let text = String::from_utf8_lossy(&data[..cap]).into_owned();
             self.script(path, None, &text, Accept::LocalDocker, 0);
         }
@@ -204,7 +205,7 @@ impl<'a> Inspector<'a> {
             } else {
                 format!("{dir}/{r}")
             };
-            let Some(path) = [clean(&r), clean(&joined)]
+            let Some(path) = [clean_within(&r), clean_within(&joined)]
                 .into_iter()
                 .flatten()
                 .find(|p| self.files.contains(p))
@@ -365,19 +366,4 @@ fn manifest_kind(path: &str) -> Option<Kind> {
         n if n.starts_with("requirements") && n.ends_with(".txt") => Kind::Requirements,
         _ => return None,
     })
-}
-
-/// A repository-relative path, lexically cleaned; `None` if it leaves the repository.
-fn clean(p: &str) -> Option<String> {
-    let mut parts: Vec<&str> = Vec::new();
-    for c in p.split('/') {
-        match c {
-            "" | "." => {}
-            ".." => {
-                parts.pop()?;
-            }
-            c => parts.push(c),
-        }
-    }
-    (!parts.is_empty() && !p.starts_with('/')).then(|| parts.join("/"))
 }
