@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use http::Method;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
@@ -331,21 +332,17 @@ impl DockerRuntime {
         if api::ping(&l.daemon_socket).await {
             let containers = api::containers(&l.daemon_socket).await.unwrap_or_default();
             let running: Vec<_> = containers.into_iter().filter(|c| c.2).collect();
-            let calls = running.iter().map(|(id, _, _)| {
+            // Concurrently: each stop may take its grace period.
+            let mut calls = tokio::task::JoinSet::new();
+            for (id, _, _) in &running {
                 let path = format!("/containers/{id}/stop?t={STOP_SECS}");
                 let sock = l.daemon_socket.clone();
-                async move {
-                    api::call(
-                        &sock,
-                        "POST",
-                        &path,
-                        Duration::from_secs(u64::from(STOP_SECS) + 30),
-                    )
-                    .await
-                }
-            });
-            for r in futures_join(calls).await {
-                if let Err(e) = r {
+                let within = Duration::from_secs(u64::from(STOP_SECS) + 30);
+                calls.spawn(async move { api::call(&sock, Method::POST, &path, within).await });
+            }
+            // A panicked call is dropped, as a failed one is only logged.
+            while let Some(r) = calls.join_next().await {
+                if let Ok(Err(e)) = r {
                     warn!(workspace.id = %spec.workspace_id, error = %e, "stopping a container");
                 }
             }
@@ -573,22 +570,6 @@ impl Drop for Starting {
         }
         self.release_namespace();
     }
-}
-
-/// Runs the futures concurrently and collects their outputs (a panicked one is dropped).
-async fn futures_join<F>(calls: impl Iterator<Item = F>) -> Vec<F::Output>
-where
-    F: std::future::Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let handles: Vec<_> = calls.map(tokio::spawn).collect();
-    let mut out = Vec::new();
-    for h in handles {
-        if let Ok(v) = h.await {
-            out.push(v);
-        }
-    }
-    out
 }
 
 fn write_shim(l: &Layout) -> WsResult<()> {
