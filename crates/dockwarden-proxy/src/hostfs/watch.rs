@@ -14,7 +14,7 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use crate::proxy::events;
 use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
@@ -216,24 +216,13 @@ async fn follow_once(
     up: &Upstream,
     tx: &mpsc::UnboundedSender<Job>,
 ) -> anyhow::Result<()> {
-    let filters = r#"{"type":["container"],"event":["die","stop","destroy"]}"#;
-    let path = format!("/events?filters={}", pct::component(filters));
-    let resp = up
-        .request(http::Request::get(upstream::uri(&path)?).body(body::empty())?)
-        .await?;
-    anyhow::ensure!(
-        resp.status().is_success(),
-        "daemon answered {} to `/events`",
-        resp.status()
-    );
-    let mut stream = resp.into_body();
+    let mut events = events::subscribe(up, &["die", "stop", "destroy"]).await?;
     reconcile(store, up, tx).await?;
-    let mut buf = BytesMut::new();
     let mut tick = tokio::time::interval(RECONCILE_EVERY);
     tick.reset();
     loop {
-        let frame = tokio::select! {
-            f = stream.frame() => f,
+        let ev = tokio::select! {
+            ev = events.next() => ev?,
             _ = tick.tick() => {
                 if let Err(e) = reconcile(store, up, tx).await {
                     tracing::warn!("periodic pin reconciliation: {e}");
@@ -241,28 +230,15 @@ async fn follow_once(
                 continue;
             }
         };
-        let Some(frame) = frame else { return Ok(()) };
-        let Ok(data) = frame?.into_data() else {
-            continue;
+        let Some(events::Event { action, id }) = ev else {
+            return Ok(());
         };
-        buf.extend_from_slice(&data);
-        while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
-            let line = buf.split_to(nl + 1);
-            let Ok(ev) = serde_json::from_slice::<serde_json::Value>(&line) else {
-                continue;
-            };
-            let action = ev["Action"].as_str().unwrap_or_default();
-            let id = ev["Actor"]["ID"]
-                .as_str()
-                .or(ev["id"].as_str())
-                .unwrap_or_default();
-            if let Err(e) = on_event(store, up, tx, action, id).await {
-                tracing::warn!(
-                    container.id = id,
-                    event = action,
-                    "handling container event: {e}"
-                );
-            }
+        if let Err(e) = on_event(store, up, tx, &action, &id).await {
+            tracing::warn!(
+                container.id = id,
+                event = action,
+                "handling container event: {e}"
+            );
         }
     }
 }

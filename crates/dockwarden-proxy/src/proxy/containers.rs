@@ -15,15 +15,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 
 use super::body::{self, ProxyBody};
 use super::error::ProxyError;
-use super::upstream::{self, Upstream};
+use super::upstream::Upstream;
 use crate::policy::facts::ContainerFact;
-use dockwarden_policy::api::pct;
 
 /// Cached look-ups kept at most; the cache is emptied when it grows past this.
 const MAX_CACHED: usize = 4096;
@@ -190,17 +189,8 @@ impl Containers {
     }
 
     async fn follow(&self, up: &Upstream) -> anyhow::Result<()> {
-        let filters = r#"{"type":["container"],"event":["create","destroy","rename","update"]}"#;
-        let path = format!("/events?filters={}", pct::component(filters));
-        let resp = up
-            .request(http::Request::get(upstream::uri(&path)?).body(body::empty())?)
-            .await?;
-        anyhow::ensure!(
-            resp.status().is_success(),
-            "daemon answered {} to `/events`",
-            resp.status()
-        );
-        let mut stream = resp.into_body();
+        let mut events =
+            super::events::subscribe(up, &["create", "destroy", "rename", "update"]).await?;
         self.set_live(true);
         let before = lock(&self.created).clone();
         let list = super::facts::daemon_get(up, "/containers/json?all=1").await?;
@@ -212,26 +202,10 @@ impl Containers {
             _ => anyhow::bail!("unexpected container list"),
         };
         self.prune(&before, &existing);
-        let mut buf = BytesMut::new();
-        while let Some(frame) = stream.frame().await {
-            let Ok(data) = frame?.into_data() else {
-                continue;
-            };
-            buf.extend_from_slice(&data);
-            while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
-                let line = buf.split_to(nl + 1);
-                let Ok(ev) = serde_json::from_slice::<serde_json::Value>(&line) else {
-                    continue;
-                };
-                let action = ev["Action"].as_str().unwrap_or_default();
-                let id = ev["Actor"]["ID"]
-                    .as_str()
-                    .or(ev["id"].as_str())
-                    .unwrap_or_default();
-                self.invalidate(action, id);
-                if action == "destroy" {
-                    self.prune(&BTreeSet::from([id.to_owned()]), &BTreeSet::new());
-                }
+        while let Some(super::events::Event { action, id }) = events.next().await? {
+            self.invalidate(&action, &id);
+            if action == "destroy" {
+                self.prune(&BTreeSet::from([id]), &BTreeSet::new());
             }
         }
         Ok(())

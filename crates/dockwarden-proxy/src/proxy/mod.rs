@@ -7,6 +7,7 @@ pub mod audit;
 pub mod body;
 pub mod containers;
 pub mod error;
+pub mod events;
 pub mod facts;
 pub mod framing;
 pub mod grpc;
