@@ -164,7 +164,7 @@ struct Pending {
     parent: Option<Arc<OwnedFd>>,
 }
 
-struct Shared {
+struct Shared<'a> {
     /// Directories still to walk (a stack: depth first), and how many are being walked.
     queue: Mutex<(Vec<Pending>, usize)>,
     wake: Condvar,
@@ -173,8 +173,7 @@ struct Shared {
     staged_set: Mutex<HashSet<Digest>>,
     pack: Mutex<PackWriter>,
     next_tmp: AtomicU64,
-    files: AtomicU64,
-    bytes: AtomicU64,
+    meter: super::Meter<'a>,
 }
 
 impl Walker<'_> {
@@ -194,8 +193,7 @@ impl Walker<'_> {
             staged_set: Mutex::new(HashSet::new()),
             pack: Mutex::new(PackWriter::new(self.staging, "pack")),
             next_tmp: AtomicU64::new(0),
-            files: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
+            meter: super::Meter::new(self.progress, (0, 0)),
         };
         let parts: Vec<Option<Walked>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..super::par::workers())
@@ -491,15 +489,7 @@ impl Walker<'_> {
         };
         out.counters.files += 1;
         out.counters.bytes += st.size;
-        let files = sh.files.fetch_add(1, Ordering::Relaxed) + 1;
-        let bytes = sh.bytes.fetch_add(st.size, Ordering::Relaxed) + st.size;
-        if files.is_multiple_of(500) {
-            (self.progress)(Progress {
-                files,
-                bytes,
-                ..Progress::default()
-            });
-        }
+        sh.meter.file(st.size);
         out.found.push((
             Entry {
                 path,

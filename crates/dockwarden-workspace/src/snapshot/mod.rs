@@ -44,6 +44,60 @@ fn is_zero(v: &u64) -> bool {
 /// A progress callback; it must be cheap.
 pub type ProgressFn<'a> = &'a (dyn Fn(Progress) + Sync);
 
+/// Files between two progress reports of a capture or a restore.
+const REPORT_EVERY_FILES: u64 = 500;
+
+/// The files and bytes a capture or restore has done, shared by its workers: counts each
+/// file and reports every [`REPORT_EVERY_FILES`] files.
+pub(crate) struct Meter<'a> {
+    progress: ProgressFn<'a>,
+    files: std::sync::atomic::AtomicU64,
+    bytes: std::sync::atomic::AtomicU64,
+    /// Files and bytes in all, when known (a restore's; `(0, 0)` for a capture).
+    total: (u64, u64),
+}
+
+impl<'a> Meter<'a> {
+    pub(crate) fn new(progress: ProgressFn<'a>, total: (u64, u64)) -> Self {
+        Meter {
+            progress,
+            files: Default::default(),
+            bytes: Default::default(),
+            total,
+        }
+    }
+
+    /// Counts one file of `size` bytes.
+    pub(crate) fn file(&self, size: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let files = self.files.fetch_add(1, Relaxed) + 1;
+        let bytes = self.bytes.fetch_add(size, Relaxed) + size;
+        if files.is_multiple_of(REPORT_EVERY_FILES) {
+            (self.progress)(self.at(files, bytes));
+        }
+    }
+
+    /// Reports where it stands now (the last report of a run).
+    pub(crate) fn report(&self) {
+        (self.progress)(self.now());
+    }
+
+    /// Where it stands now.
+    pub(crate) fn now(&self) -> Progress {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.at(self.files.load(Relaxed), self.bytes.load(Relaxed))
+    }
+
+    fn at(&self, files: u64, bytes: u64) -> Progress {
+        Progress {
+            files,
+            bytes,
+            total_files: self.total.0,
+            total_bytes: self.total.1,
+        }
+    }
+}
+
 /// The outcome of a capture; nothing references it until the caller records it.
 #[derive(Debug, Clone)]
 pub struct Captured {

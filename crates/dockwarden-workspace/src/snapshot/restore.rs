@@ -25,7 +25,7 @@ use super::digest::{self, Digest};
 use super::index::{self, Stat};
 use super::manifest::{Entry, EntryKind, Manifest};
 use super::pack::{self, PACK_MAX, PackIndex};
-use super::{Progress, ProgressFn, par};
+use super::{ProgressFn, par};
 use crate::error::{WsError, WsResult};
 use dockwarden_policy::path_clean::is_clean_relative;
 
@@ -197,16 +197,16 @@ fn build(
         store,
         pack_files: Mutex::new(HashMap::new()),
         cloned: AtomicU64::new(0),
-        total: leaves.iter().fold((0, 0), |(n, b), e| match &e.kind {
-            EntryKind::File { size, .. } => (n + 1, b + size),
-            _ => (n, b),
-        }),
+        meter: super::Meter::new(
+            progress,
+            leaves.iter().fold((0, 0), |(n, b), e| match &e.kind {
+                EntryKind::File { size, .. } => (n + 1, b + size),
+                _ => (n, b),
+            }),
+        ),
         staging,
         owner,
         umask: umask(),
-        progress,
-        files: AtomicU64::new(0),
-        bytes: AtomicU64::new(0),
         index: Mutex::new(Vec::with_capacity(leaves.len())),
     };
     par::for_each(leaves, 64, |e| ctx.leaf(&e.path, &e.kind))?;
@@ -229,14 +229,9 @@ fn build(
     }
     fs::set_permissions(staging, fs::Permissions::from_mode(m.root_mode))
         .map_err(|e| WsError::io(staging, e))?;
-    progress(Progress {
-        files: ctx.files.load(Ordering::Relaxed),
-        bytes: ctx.bytes.load(Ordering::Relaxed),
-        total_files: ctx.total.0,
-        total_bytes: ctx.total.1,
-    });
+    ctx.meter.report();
     tracing::debug!(
-        restore.files = ctx.files.load(Ordering::Relaxed),
+        restore.files = ctx.meter.now().files,
         restore.cloned = ctx.cloned.load(Ordering::Relaxed),
         "restore written"
     );
@@ -291,7 +286,6 @@ struct Ctx<'a> {
     m: &'a Manifest,
     store: &'a Objects<'a>,
     /// Files and bytes of the whole manifest, for progress.
-    total: (u64, u64),
     /// Files restored as copy-on-write clones of their blob.
     cloned: AtomicU64,
     /// Packs opened so far, by their number in the pack index.
@@ -299,9 +293,7 @@ struct Ctx<'a> {
     staging: &'a Path,
     owner: Option<(u32, u32)>,
     umask: u32,
-    progress: ProgressFn<'a>,
-    files: AtomicU64,
-    bytes: AtomicU64,
+    meter: super::Meter<'a>,
     index: Mutex<Vec<(String, Stat, Digest)>>,
 }
 
@@ -351,16 +343,7 @@ impl Ctx<'_> {
                 if let Ok(mut idx) = self.index.lock() {
                     idx.push((path.to_string(), st, *hash));
                 }
-                let files = self.files.fetch_add(1, Ordering::Relaxed) + 1;
-                let bytes = self.bytes.fetch_add(st.size, Ordering::Relaxed) + st.size;
-                if files.is_multiple_of(500) {
-                    (self.progress)(Progress {
-                        files,
-                        bytes,
-                        total_files: self.total.0,
-                        total_bytes: self.total.1,
-                    });
-                }
+                self.meter.file(st.size);
             }
             EntryKind::Symlink {
                 target: to,
