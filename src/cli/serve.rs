@@ -28,9 +28,15 @@ pub struct ServeArgs {
     /// container ids are a subordinate range chosen by its uid modulo that).
     #[arg(long, default_value_t = 10000)]
     pub uid_count: u32,
-    /// Default idle timeout of a workspace, in seconds.
+    /// Default idle timeout of a workspace, in seconds: then it is suspended (frozen in
+    /// place, with a snapshot) where the machine has a cgroup freezer, archived otherwise.
     #[arg(long, default_value_t = DEFAULT_IDLE_TIMEOUT_SECS)]
     pub idle_timeout: u64,
+    /// Default time from suspension to archive (a stop with a snapshot), in seconds; 0: idle
+    /// archives at once, without suspending. A create request's `archive_after_secs`, then
+    /// the repository's settings, win over it.
+    #[arg(long, default_value_t = crate::workspace::model::DEFAULT_ARCHIVE_AFTER_SECS)]
+    pub archive_after: u64,
     /// Longest time a workspace stays live (from its create or its last connect) before it is
     /// stopped with a snapshot and the reason `max_runtime`, in seconds. A create request's
     /// `max_runtime_secs`, then the repository's settings, win over it. Default: no limit.
@@ -94,6 +100,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.baseline_stale_after = Duration::from_secs(args.baseline_stale_after);
     config.keep_snapshots = args.keep_snapshots;
     config.default_max_runtime = args.max_runtime.map(Duration::from_secs);
+    config.default_archive_after = Duration::from_secs(args.archive_after);
     let docker = (!args.no_docker).then(|| crate::workspace::runtime::DockerConfig {
         dockerd: args.dockerd.clone(),
         exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("dockwarden")),

@@ -114,6 +114,78 @@ impl Hierarchy {
     }
 }
 
+/// The freezer's view of a cgroup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freezer {
+    Thawed,
+    /// Asked to freeze; some tasks are not stopped yet (v1 `FREEZING`, v2 `frozen 0`).
+    Freezing,
+    Frozen,
+}
+
+impl Hierarchy {
+    /// The file that freezes cgroup `name`: v1 `freezer/<name>/freezer.state`, v2
+    /// `<name>/cgroup.freeze`.
+    fn freeze_file(&self, name: &str) -> PathBuf {
+        match self {
+            Hierarchy::V1 { .. } => self.dir(name, "freezer").join("freezer.state"),
+            Hierarchy::V2 { .. } => self.dir(name, "").join("cgroup.freeze"),
+        }
+    }
+
+    /// Whether cgroup `name` can be frozen (it has a freezer).
+    pub fn can_freeze(&self, name: &str) -> bool {
+        self.freeze_file(name).exists()
+    }
+
+    /// Asks the kernel to freeze every task of cgroup `name` and of its descendants. The
+    /// freeze completes asynchronously: poll [`Hierarchy::freezer`] for `Frozen`.
+    pub fn freeze(&self, name: &str) -> io::Result<()> {
+        let value = match self {
+            Hierarchy::V1 { .. } => "FROZEN",
+            Hierarchy::V2 { .. } => "1",
+        };
+        write(&self.freeze_file(name), value)
+    }
+
+    /// Thaws cgroup `name` and its descendants; takes effect at once.
+    pub fn thaw(&self, name: &str) -> io::Result<()> {
+        let value = match self {
+            Hierarchy::V1 { .. } => "THAWED",
+            Hierarchy::V2 { .. } => "0",
+        };
+        write(&self.freeze_file(name), value)
+    }
+
+    /// Where cgroup `name` stands.
+    pub fn freezer(&self, name: &str) -> io::Result<Freezer> {
+        match self {
+            Hierarchy::V1 { .. } => {
+                let state = std::fs::read_to_string(self.freeze_file(name))?;
+                Ok(parse_v1_freezer(&state))
+            }
+            Hierarchy::V2 { .. } => {
+                let asked = read_u64(&self.freeze_file(name)) == Some(1);
+                let frozen = keyed(&self.dir(name, "").join("cgroup.events"), "frozen") == Some(1);
+                Ok(match (asked, frozen) {
+                    (_, true) => Freezer::Frozen,
+                    (true, false) => Freezer::Freezing,
+                    (false, false) => Freezer::Thawed,
+                })
+            }
+        }
+    }
+}
+
+/// Pure: v1's `freezer.state` text.
+pub fn parse_v1_freezer(state: &str) -> Freezer {
+    match state.trim() {
+        "FROZEN" => Freezer::Frozen,
+        "FREEZING" => Freezer::Freezing,
+        _ => Freezer::Thawed,
+    }
+}
+
 /// Writes one cgroup file; the error names the file and the value.
 pub fn write(path: &Path, value: &str) -> io::Result<()> {
     std::fs::write(path, value).map_err(|e| {
@@ -282,6 +354,37 @@ mod tests {
         }
         assert!(every_dir(root.path(), "ws_1").is_empty());
         assert!(root.path().join("cpu/other").is_dir());
+    }
+
+    #[test]
+    fn freezer_files_per_layout() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let v1 = Hierarchy::V1 {
+            root: root.path().to_owned(),
+        };
+        assert!(!v1.can_freeze("ws_1"));
+        let d = root.path().join("freezer/ws_1");
+        std::fs::create_dir_all(&d).expect("mkdir");
+        std::fs::write(d.join("freezer.state"), "THAWED\n").expect("seed");
+        assert!(v1.can_freeze("ws_1"));
+        v1.freeze("ws_1").expect("freeze");
+        assert_eq!(read_u64(&d.join("freezer.state")), None);
+        assert_eq!(v1.freezer("ws_1").expect("state"), Freezer::Frozen);
+        v1.thaw("ws_1").expect("thaw");
+        assert_eq!(v1.freezer("ws_1").expect("state"), Freezer::Thawed);
+        assert_eq!(parse_v1_freezer("FREEZING\n"), Freezer::Freezing);
+
+        let v2 = Hierarchy::V2 {
+            root: root.path().to_owned(),
+        };
+        let d = root.path().join("ws_2");
+        std::fs::create_dir_all(&d).expect("mkdir");
+        std::fs::write(d.join("cgroup.freeze"), "0\n").expect("seed");
+        std::fs::write(d.join("cgroup.events"), "populated 1\nfrozen 0\n").expect("seed");
+        v2.freeze("ws_2").expect("freeze");
+        assert_eq!(v2.freezer("ws_2").expect("state"), Freezer::Freezing);
+        std::fs::write(d.join("cgroup.events"), "populated 1\nfrozen 1\n").expect("seed");
+        assert_eq!(v2.freezer("ws_2").expect("state"), Freezer::Frozen);
     }
 
     #[test]

@@ -175,6 +175,7 @@ pub fn config(state_dir: PathBuf) -> Config {
         tick: Duration::from_secs(1),
         baseline_stale_after: Duration::from_secs(600),
         default_max_runtime: None,
+        default_archive_after: Duration::from_secs(crate::model::DEFAULT_ARCHIVE_AFTER_SECS),
         keep_snapshots: 20,
     }
 }

@@ -1,5 +1,6 @@
-//! Background upkeep: the maximum runtime, idle stop, and refreshing the baseline snapshot
-//! when it is missing or stale. Captures are deferred while setup or an exclusive operation holds the lock.
+//! Background upkeep: the maximum runtime, idle suspension then archive, and refreshing the
+//! baseline snapshot when it is missing or stale. Captures are deferred while setup or an
+//! exclusive operation holds the lock.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use tracing::{debug, info, warn};
 
 use crate::model::{Workspace, now_ms};
 use crate::service::{Service, no_progress};
+use crate::status::Status;
 
 impl Service {
     /// Runs upkeep every `cfg.tick` until the task is dropped.
@@ -19,8 +21,12 @@ impl Service {
             // Taken again once a full disk has room (it was given up to close a journal).
             self.store.reserve.ensure();
             let Ok(all) = self.store.list() else { continue };
-            for ws in all.into_iter().filter(|w| w.status.is_live()) {
-                self.upkeep_one(&ws).await;
+            for ws in all {
+                if ws.status.is_live() {
+                    self.upkeep_one(&ws).await;
+                } else if ws.status == Status::Suspended {
+                    self.upkeep_suspended(&ws).await;
+                }
             }
         }
     }
@@ -55,10 +61,7 @@ impl Service {
         }
         let idle = live.idle_for();
         if idle >= Duration::from_secs(ws.idle_timeout_secs) {
-            info!(workspace.id = %ws.id, idle.secs = idle.as_secs(), "idle timeout; stopping");
-            if let Err(e) = self.kill(&ws.id, "idle", no_progress()).await {
-                warn!(workspace.id = %ws.id, error = %e, "idle stop failed");
-            }
+            self.on_idle(ws, idle).await;
             return;
         }
         if !self.baseline_due(ws) {
@@ -71,6 +74,41 @@ impl Service {
         };
         if let Err(e) = self.capture_locked(&ws.id, "baseline", no_progress()).await {
             warn!(workspace.id = %ws.id, error = %e, "baseline refresh failed");
+        }
+    }
+
+    /// Idle: suspended in place where it can be and `archive_after_secs` is not zero,
+    /// archived (stopped with a snapshot) otherwise.
+    async fn on_idle(&self, ws: &Workspace, idle: Duration) {
+        if ws.archive_after_secs > 0 && self.can_suspend(ws) {
+            info!(workspace.id = %ws.id, idle.secs = idle.as_secs(), "idle timeout; suspending");
+            match self.suspend(&ws.id, "idle").await {
+                Ok(_) => return,
+                Err(e) => {
+                    warn!(workspace.id = %ws.id, error = %e, "idle suspension failed; archiving")
+                }
+            }
+        }
+        info!(workspace.id = %ws.id, idle.secs = idle.as_secs(), "idle timeout; stopping");
+        if let Err(e) = self.kill(&ws.id, "idle", no_progress()).await {
+            warn!(workspace.id = %ws.id, error = %e, "idle stop failed");
+        }
+    }
+
+    /// A suspended workspace is archived (thawed, then stopped with a snapshot, reason
+    /// `idle`) once it has been suspended `archive_after_secs`, or at its maximum runtime.
+    async fn upkeep_suspended(&self, ws: &Workspace) {
+        let now = now_ms();
+        let reason = if ran_past_max(ws, now).is_some() {
+            "max_runtime"
+        } else if suspended_past(ws, now) {
+            "idle"
+        } else {
+            return;
+        };
+        info!(workspace.id = %ws.id, kill.reason = reason, "archiving a suspended workspace");
+        if let Err(e) = self.kill(&ws.id, reason, no_progress()).await {
+            warn!(workspace.id = %ws.id, error = %e, "archiving a suspended workspace failed");
         }
     }
 
@@ -97,6 +135,13 @@ fn ran_past_max(ws: &Workspace, now: u64) -> Option<Duration> {
     (ran >= max).then_some(ran)
 }
 
+/// Whether `ws` has been suspended `archive_after_secs` or more.
+fn suspended_past(ws: &Workspace, now: u64) -> bool {
+    ws.suspended_at_ms.is_some_and(|at| {
+        Duration::from_millis(now.saturating_sub(at)) >= Duration::from_secs(ws.archive_after_secs)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,5 +162,20 @@ mod tests {
         ws.live_since_ms = Some(1_000);
         assert_eq!(ran_past_max(&ws, 3_999), None);
         assert_eq!(ran_past_max(&ws, 4_000), Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn a_suspended_workspace_is_archived_after_its_archive_time() {
+        let mut ws: Workspace = serde_json::from_value(serde_json::json!({
+            "id": "w", "status": "suspended", "uid": 1, "created_at_ms": 0, "metadata": {},
+            "env": {}, "secret_names": [], "repo": null, "revision": null,
+            "from_snapshot": null, "idle_timeout_secs": 600, "latest_snapshot": null,
+            "setup": null, "last_recovery": null, "archive_after_secs": 2
+        }))
+        .expect("workspace");
+        assert!(!suspended_past(&ws, 10_000), "not suspended: never");
+        ws.suspended_at_ms = Some(5_000);
+        assert!(!suspended_past(&ws, 6_999));
+        assert!(suspended_past(&ws, 7_000));
     }
 }

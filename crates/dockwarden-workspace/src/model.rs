@@ -15,6 +15,13 @@ use crate::status::Status;
 /// Default idle timeout, as in the sandbox SDK we follow.
 pub const DEFAULT_IDLE_TIMEOUT_SECS: u64 = 3600;
 
+/// Time a workspace stays suspended before it is archived (stopped with a snapshot).
+pub const DEFAULT_ARCHIVE_AFTER_SECS: u64 = 3600;
+
+fn default_archive_after() -> u64 {
+    DEFAULT_ARCHIVE_AFTER_SECS
+}
+
 /// A workspace as stored. Secrets are kept apart and never serialized back.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Workspace {
@@ -53,6 +60,13 @@ pub struct Workspace {
     /// When it last became live (create, connect); `None` while stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live_since_ms: Option<u64>,
+    /// Seconds from suspension (idle, `suspend`) to archive (a stop with a snapshot). `0`:
+    /// idle archives at once, without suspending.
+    #[serde(default = "default_archive_after")]
+    pub archive_after_secs: u64,
+    /// When it was suspended; `None` unless `suspended`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspended_at_ms: Option<u64>,
 }
 
 impl Workspace {
@@ -79,6 +93,9 @@ pub struct CreateRequest {
     /// Longest time the workspace stays live before it is stopped (`max_runtime`); wins over
     /// the repository's settings and `serve --max-runtime`.
     pub max_runtime_secs: Option<u64>,
+    /// Seconds from suspension to archive (`0`: idle archives without suspending); wins
+    /// over the repository's settings and `serve --archive-after`.
+    pub archive_after_secs: Option<u64>,
     /// Time limit for the setup script.
     pub setup_timeout_ms: Option<u64>,
     /// `standard` or `docker-compose`; wins over the repository's settings and evidence.
@@ -204,6 +221,27 @@ pub struct ExecResult {
     /// What to do about the failure, when the service can tell (`hints`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+/// Answer of `suspend`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Suspended {
+    pub workspace: Workspace,
+    /// The snapshot taken at suspension, so a crash while suspended loses nothing.
+    #[serde(default)]
+    pub snapshot_id: Option<String>,
+    /// Why no snapshot was taken; the workspace was suspended all the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_error: Option<String>,
+}
+
+/// What `resume` did: the workspace, and how long the thaw itself took (0 when it was not
+/// suspended).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Thawed {
+    pub workspace: Workspace,
+    pub thawed: bool,
+    pub thaw_us: u64,
 }
 
 /// Answer of `kill`.

@@ -133,6 +133,10 @@ impl Service {
         self.collect_garbage().await?;
         self.sweep_unknown_dirs().await?;
         for ws in self.store.list()? {
+            // Frozen by the last service: thawed and back to running, so the leftovers'
+            // reaping below can end its processes (a frozen task takes no signal) and the
+            // run script starts again. Its files are in the snapshot taken at suspension.
+            let ws = self.thaw_at_start(ws)?;
             self.clear_debris(&ws.id);
             self.reap_leftovers(&ws).await;
             self.recover_runtime(&ws).await;
@@ -152,6 +156,23 @@ impl Service {
             }
         }
         Ok(())
+    }
+
+    fn thaw_at_start(&self, mut ws: Workspace) -> WsResult<Workspace> {
+        if ws.status != Status::Suspended {
+            return Ok(ws);
+        }
+        let name = crate::resources::cgroup::name_of(ws.uid);
+        if let Some(h) = dockwarden_sys::cgroupfs::Hierarchy::detect()
+            && h.can_freeze(&name)
+            && let Err(e) = h.thaw(&name)
+        {
+            warn!(workspace.id = %ws.id, error = %e, "thawing a workspace suspended by the last service");
+        }
+        ws.status = Status::Running;
+        ws.suspended_at_ms = None;
+        self.store.tx(|tx| store::put_ws(tx, &ws))?;
+        Ok(ws)
     }
 
     async fn finish_kill(&self, id: &str, seq: i64) -> WsResult<()> {

@@ -3,7 +3,7 @@
 //! Seed 004: `kill()` keeps the snapshots, so `connect` still works. So:
 //! - a capture that stops the workspace (`kill`, `idle`) prunes nothing: a stopped workspace
 //!   keeps every snapshot until it is deleted;
-//! - only *automatic* snapshots (`baseline`, `idle`) are ever pruned, and only when a newer
+//! - only *automatic* snapshots (`baseline`, `idle`, `suspend`) are ever pruned, and only when a newer
 //!   automatic one supersedes them: manual and kill snapshots are the user's;
 //! - `keep` (`serve --keep-snapshots`) is how many superseded automatic snapshots stay;
 //! - never a snapshot something refers to: the workspace's latest, its stop record's, the parent
@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use crate::model::SnapshotInfo;
 
 /// Snapshot reasons the service takes by itself.
-const AUTOMATIC: &[&str] = &["baseline", "idle"];
+const AUTOMATIC: &[&str] = &["baseline", "idle", "suspend"];
 
 /// Reasons of the captures that stop a workspace: they prune nothing.
 const STOPPING: &[&str] = &["kill", "idle", "max_runtime"];

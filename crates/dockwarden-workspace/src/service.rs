@@ -37,6 +37,9 @@ pub struct Config {
     pub baseline_stale_after: Duration,
     /// Maximum runtime of a workspace that neither its create request nor its settings limit.
     pub default_max_runtime: Option<Duration>,
+    /// Time from suspension to archive when neither the create request nor the settings
+    /// say; zero: idle archives at once.
+    pub default_archive_after: Duration,
     /// Superseded automatic snapshots kept per workspace beside the newest (`retention`).
     pub keep_snapshots: usize,
 }

@@ -47,6 +47,9 @@ pub struct Settings {
     pub idle_timeout_secs: Option<u64>,
     /// Maximum runtime for workspaces of this repository, unless the caller sets one.
     pub max_runtime_secs: Option<u64>,
+    /// Seconds from suspension to archive for workspaces of this repository (`0`: idle
+    /// archives without suspending), unless the caller sets it.
+    pub archive_after_secs: Option<u64>,
     /// When a setup script or a command fails for want of a Docker daemon in a `standard`
     /// workspace, reprovision it to `docker-compose` once (`hints`). Off by default.
     #[serde(default)]

@@ -1,17 +1,21 @@
-//! The workspace lifecycle: creating → ready → running ↔ stopped → deleted, with guards.
+//! The workspace lifecycle: creating → ready → running ↔ suspended, running ↔ stopped →
+//! deleted, with guards.
 
 use serde::{Deserialize, Serialize};
 
 /// Where a workspace is in its lifecycle.
 ///
 /// `Ready` means set up but nothing started yet; `Running` means the runtime has run or is
-/// running commands; `Stopped` means killed or idle-stopped, with its snapshots kept.
+/// running commands; `Suspended` means its processes and containers are frozen in place
+/// (idle, or `suspend`), thawed by the next verb; `Stopped` means killed or archived, with
+/// its snapshots kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Creating,
     Ready,
     Running,
+    Suspended,
     Stopped,
     Deleted,
 }
@@ -23,6 +27,7 @@ impl Status {
             Status::Creating => "creating",
             Status::Ready => "ready",
             Status::Running => "running",
+            Status::Suspended => "suspended",
             Status::Stopped => "stopped",
             Status::Deleted => "deleted",
         }
@@ -34,6 +39,7 @@ impl Status {
             "creating" => Some(Status::Creating),
             "ready" => Some(Status::Ready),
             "running" => Some(Status::Running),
+            "suspended" => Some(Status::Suspended),
             "stopped" => Some(Status::Stopped),
             "deleted" => Some(Status::Deleted),
             _ => None,
@@ -41,10 +47,11 @@ impl Status {
     }
 
     /// Every status, in lifecycle order (for truth tables).
-    pub const ALL: [Status; 5] = [
+    pub const ALL: [Status; 6] = [
         Status::Creating,
         Status::Ready,
         Status::Running,
+        Status::Suspended,
         Status::Stopped,
         Status::Deleted,
     ];
@@ -56,7 +63,15 @@ impl Status {
 
     /// Set up and not being created or deleted: its processes may be stopped or not.
     fn is_settled(self) -> bool {
-        matches!(self, Status::Ready | Status::Running | Status::Stopped)
+        matches!(
+            self,
+            Status::Ready | Status::Running | Status::Suspended | Status::Stopped
+        )
+    }
+
+    /// A live workspace is frozen in place; suspending a suspended one is a no-op.
+    pub fn can_suspend(self) -> bool {
+        self.is_live() || self == Status::Suspended
     }
 
     pub fn can_exec(self) -> bool {
@@ -120,10 +135,11 @@ pub enum Verb {
     Reprovision,
     Resize,
     Delete,
+    Suspend,
 }
 
 impl Verb {
-    pub const ALL: [Verb; 10] = [
+    pub const ALL: [Verb; 11] = [
         Verb::Exec,
         Verb::ReadFiles,
         Verb::WriteFiles,
@@ -134,6 +150,7 @@ impl Verb {
         Verb::Reprovision,
         Verb::Resize,
         Verb::Delete,
+        Verb::Suspend,
     ];
 
     /// As in ``workspace `w` is stopped; cannot {name}``.
@@ -149,6 +166,7 @@ impl Verb {
             Verb::Reprovision => "reprovision",
             Verb::Resize => "resize",
             Verb::Delete => "delete",
+            Verb::Suspend => "suspend",
         }
     }
 
@@ -165,13 +183,14 @@ impl Verb {
             Verb::Reprovision => status.can_reprovision(),
             Verb::Resize => status.can_resize(),
             Verb::Delete => status.can_delete(),
+            Verb::Suspend => status.can_suspend(),
         }
     }
 
     /// What to do about a refusal in `status` (`""` when nothing helps).
     pub fn hint(self, status: Status) -> &'static str {
         match self {
-            Verb::Exec | Verb::WriteFiles | Verb::Snapshot => not_live_hint(status),
+            Verb::Exec | Verb::WriteFiles | Verb::Snapshot | Verb::Suspend => not_live_hint(status),
             Verb::Restart => "; `connect` it instead",
             Verb::Resize => match status {
                 Status::Creating => CREATING_HINT,
@@ -179,6 +198,12 @@ impl Verb {
             },
             Verb::ReadFiles | Verb::Kill | Verb::Connect | Verb::Reprovision | Verb::Delete => "",
         }
+    }
+
+    /// Whether the prologue thaws a suspended workspace before this verb (every verb but
+    /// `suspend` itself: a verb on a suspended workspace wakes it).
+    pub fn thaws_first(self) -> bool {
+        self != Verb::Suspend
     }
 }
 
@@ -211,21 +236,27 @@ mod tests {
         assert!(!Status::Creating.can_read_files());
     }
 
-    /// Every guard over every status: C(reating) R(eady) U (running) S(topped) D(eleted).
+    /// Every guard over every status. A suspended workspace is thawed by the prologue
+    /// before the guard runs (`Verb::thaws_first`), so only `suspend` ever sees `Suspended`
+    /// in practice; the guards still say what a frozen workspace could take as it is.
     #[test]
     fn every_guard_over_every_status() {
         use Status::*;
-        let table: [(Verb, &[Status]); 10] = [
+        let table: [(Verb, &[Status]); 11] = [
             (Verb::Exec, &[Ready, Running]),
-            (Verb::ReadFiles, &[Ready, Running, Stopped]),
+            (Verb::ReadFiles, &[Ready, Running, Suspended, Stopped]),
             (Verb::WriteFiles, &[Ready, Running]),
             (Verb::Snapshot, &[Ready, Running]),
-            (Verb::Kill, &[Ready, Running, Stopped]),
-            (Verb::Connect, &[Ready, Running, Stopped]),
+            (Verb::Kill, &[Ready, Running, Suspended, Stopped]),
+            (Verb::Connect, &[Ready, Running, Suspended, Stopped]),
             (Verb::Restart, &[Ready, Running]),
-            (Verb::Reprovision, &[Ready, Running, Stopped]),
-            (Verb::Resize, &[Ready, Running, Stopped]),
-            (Verb::Delete, &[Creating, Ready, Running, Stopped]),
+            (Verb::Reprovision, &[Ready, Running, Suspended, Stopped]),
+            (Verb::Resize, &[Ready, Running, Suspended, Stopped]),
+            (
+                Verb::Delete,
+                &[Creating, Ready, Running, Suspended, Stopped],
+            ),
+            (Verb::Suspend, &[Ready, Running, Suspended]),
         ];
         assert_eq!(
             table.map(|(v, _)| v),
@@ -247,7 +278,7 @@ mod tests {
     #[test]
     fn each_verb_is_guarded_by_its_own_status_method() {
         type Guard = fn(Status) -> bool;
-        let methods: [(Verb, Guard); 10] = [
+        let methods: [(Verb, Guard); 11] = [
             (Verb::Exec, Status::can_exec),
             (Verb::ReadFiles, Status::can_read_files),
             (Verb::WriteFiles, Status::can_write_files),
@@ -258,6 +289,7 @@ mod tests {
             (Verb::Reprovision, Status::can_reprovision),
             (Verb::Resize, Status::can_resize),
             (Verb::Delete, Status::can_delete),
+            (Verb::Suspend, Status::can_suspend),
         ];
         for (verb, can) in methods {
             for s in Status::ALL {

@@ -40,6 +40,9 @@ pub struct CreateArgs {
     /// live that long.
     #[arg(long)]
     pub max_runtime: Option<u64>,
+    /// Seconds from suspension (idle) to archive; 0: idle archives without suspending.
+    #[arg(long)]
+    pub archive_after: Option<u64>,
     /// The runtime (default: the repository's settings, then its evidence).
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(RUNTIMES))]
     pub runtime: Option<String>,
@@ -57,7 +60,7 @@ pub(super) async fn create(c: &Client, a: CreateArgs, as_json: bool) -> anyhow::
         "id": a.id, "metadata": map(&a.meta), "env": map(&a.env), "secrets": map(&a.secret),
         "repo": a.repo, "revision": a.rev, "from": a.from,
         "inherit_parent_metadata": a.inherit_metadata, "idle_timeout_secs": a.idle_timeout,
-        "max_runtime_secs": a.max_runtime,
+        "max_runtime_secs": a.max_runtime, "archive_after_secs": a.archive_after,
         "runtime": a.runtime, "resources": resources,
     });
     if as_json {

@@ -86,6 +86,17 @@ pub enum WsCommand {
         /// Workspace id.
         id: String,
     },
+    /// Freeze a workspace in place (processes, servers, containers) and snapshot it; any
+    /// later verb, or `resume`, thaws it.
+    Suspend {
+        /// Workspace id.
+        id: String,
+    },
+    /// Thaw a suspended workspace; its processes go on where they stopped.
+    Resume {
+        /// Workspace id.
+        id: String,
+    },
     /// Restart a workspace's processes and runtime (daemon, proxy); files and volumes stay.
     Restart {
         /// Workspace id.
@@ -194,6 +205,8 @@ async fn run_ws(args: WsArgs) -> anyhow::Result<()> {
             render::connected,
         ),
         WsCommand::Snapshots { id } => (c.snapshots(&id).await?, render::render),
+        WsCommand::Suspend { id } => (c.suspend(&id).await?, render::suspended),
+        WsCommand::Resume { id } => (c.resume(&id).await?, render::thawed),
         WsCommand::Restart { id } => (c.restart(&id).await?, render::render),
         WsCommand::Reprovision {
             id,

@@ -248,6 +248,38 @@ fn resumed_lines(v: &Value, out: &mut String) {
     }
 }
 
+/// `ws suspend`: the workspace and the snapshot taken at suspension.
+pub fn suspended(v: &Value) -> String {
+    let mut out = String::new();
+    let _ = write!(out, "suspended: ");
+    workspace(&v["workspace"], &mut out);
+    match (v["snapshot_id"].as_str(), v["snapshot_error"].as_str()) {
+        (Some(id), _) => {
+            let _ = writeln!(out, "snapshot at suspension: {id}");
+        }
+        (None, Some(e)) => {
+            let _ = writeln!(out, "suspended without a snapshot: {e}");
+        }
+        (None, None) => {
+            let _ = writeln!(out, "already suspended; nothing changed");
+        }
+    }
+    out
+}
+
+/// `ws resume`: the workspace and how long the thaw took.
+pub fn thawed(v: &Value) -> String {
+    let mut out = String::new();
+    if v["thawed"] == true {
+        let us = v["thaw_us"].as_u64().unwrap_or(0);
+        let _ = write!(out, "resumed in {:.1} ms: ", us as f64 / 1000.0);
+    } else {
+        let _ = write!(out, "not suspended; nothing to resume: ");
+    }
+    workspace(&v["workspace"], &mut out);
+    out
+}
+
 /// `ws connect`: the workspace, then what a restore recovered and what did not come back.
 pub fn connected(v: &Value) -> String {
     let mut out = String::new();

@@ -50,6 +50,11 @@ pub async fn handle(svc: Arc<Service>, req: Request<Incoming>) -> Response<Body>
         Route::Snapshot(id) => long_op(svc.clone(), "snapshot", id, streaming).await,
         Route::Kill(id) => long_op(svc.clone(), "kill", id, streaming).await,
         Route::Connect(id) => long_op(svc.clone(), "connect", id, streaming).await,
+        Route::Suspend(id) => svc
+            .suspend(&id, "suspend")
+            .await
+            .map(|r| json(StatusCode::OK, &r)),
+        Route::Resume(id) => svc.resume(&id).await.map(|r| json(StatusCode::OK, &r)),
         Route::Restart(id) => svc.restart(&id).await.map(|r| json(StatusCode::OK, &r)),
         Route::Reprovision(id) => match body::json::<ReprovisionRequest>(incoming).await {
             Ok(req) => svc

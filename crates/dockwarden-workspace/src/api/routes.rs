@@ -32,6 +32,8 @@ pub enum Route {
     Snapshots(String),
     Kill(String),
     Connect(String),
+    Suspend(String),
+    Resume(String),
     Restart(String),
     Reprovision(String),
     Files(String, FilesRoute),
@@ -86,6 +88,8 @@ pub fn route(method: &Method, path: &str) -> Route {
                 ("snapshots", Method::GET) => Route::Snapshots(id),
                 ("kill", Method::POST) => Route::Kill(id),
                 ("connect", Method::POST) => Route::Connect(id),
+                ("suspend", Method::POST) => Route::Suspend(id),
+                ("resume", Method::POST) => Route::Resume(id),
                 ("restart", Method::POST) => Route::Restart(id),
                 ("reprovision", Method::POST) => Route::Reprovision(id),
                 ("status", Method::GET) => Route::Status(id),
@@ -95,8 +99,8 @@ pub fn route(method: &Method, path: &str) -> Route {
                     .map(|f| Route::Files(id, f))
                     .unwrap_or(Route::WrongMethod),
                 (
-                    "exec" | "snapshot" | "snapshots" | "kill" | "connect" | "restart"
-                    | "reprovision" | "status" | "resize" | "resize-requests",
+                    "exec" | "snapshot" | "snapshots" | "kill" | "connect" | "suspend" | "resume"
+                    | "restart" | "reprovision" | "status" | "resize" | "resize-requests",
                     _,
                 ) => Route::WrongMethod,
                 _ => Route::Unknown,

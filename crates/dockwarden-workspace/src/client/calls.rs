@@ -134,6 +134,16 @@ impl Client {
         self.stream(Method::POST, &path, None, on_progress).await
     }
 
+    pub async fn suspend(&self, id: &str) -> R<Value> {
+        self.json(Method::POST, &format!("{}/suspend", ws_path(id)), None)
+            .await
+    }
+
+    pub async fn resume(&self, id: &str) -> R<Value> {
+        self.json(Method::POST, &format!("{}/resume", ws_path(id)), None)
+            .await
+    }
+
     pub async fn restart(&self, id: &str) -> R<Value> {
         self.json(Method::POST, &format!("{}/restart", ws_path(id)), None)
             .await

@@ -24,7 +24,7 @@ pub fn name_of(uid: u32) -> String {
 }
 
 /// v1 controllers a workspace cgroup is made on.
-pub const V1_CONTROLLERS: [&str; 4] = ["cpu", "cpuacct", "memory", "pids"];
+pub const V1_CONTROLLERS: [&str; 5] = ["cpu", "cpuacct", "memory", "pids", "freezer"];
 
 /// One file to write: controller (v1; empty on v2), file name, value.
 pub type FileWrite = (&'static str, &'static str, String);

@@ -391,6 +391,7 @@ async fn a_uid_whose_sweep_fails_is_kept_from_allocation_until_a_sweep_finds_it_
         tick: Duration::from_secs(1),
         baseline_stale_after: Duration::from_secs(600),
         default_max_runtime: None,
+        default_archive_after: std::time::Duration::from_secs(3600),
         keep_snapshots: 2,
     };
     let store = Store::open(&state.path().join("state.db")).unwrap();
@@ -454,6 +455,7 @@ async fn the_start_sweep_finds_what_a_crash_left_under_a_free_uid() {
         tick: Duration::from_secs(1),
         baseline_stale_after: Duration::from_secs(600),
         default_max_runtime: None,
+        default_archive_after: std::time::Duration::from_secs(3600),
         keep_snapshots: 2,
     };
     let store = Store::open(&state.path().join("state.db")).unwrap();

@@ -161,6 +161,10 @@ impl Service {
                 .max_runtime_secs
                 .or(self.cfg.default_max_runtime.map(|d| d.as_secs())),
             live_since_ms: None,
+            archive_after_secs: req
+                .archive_after_secs
+                .unwrap_or(self.cfg.default_archive_after.as_secs()),
+            suspended_at_ms: None,
         })
     }
 
@@ -184,6 +188,9 @@ impl Service {
         }
         if let (None, Some(t)) = (req.max_runtime_secs, settings.max_runtime_secs) {
             ws.max_runtime_secs = Some(t);
+        }
+        if let (None, Some(t)) = (req.archive_after_secs, settings.archive_after_secs) {
+            ws.archive_after_secs = t;
         }
         let mut notes = Vec::new();
         // A fork keeps its parent's runtime unless the caller names one.

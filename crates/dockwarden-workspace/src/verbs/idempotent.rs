@@ -37,6 +37,12 @@ pub(crate) fn not_applied(req: &CreateRequest, ws: &Workspace) -> Vec<String> {
     if req.max_runtime_secs.is_some() && req.max_runtime_secs != ws.max_runtime_secs {
         fields.push("max_runtime_secs");
     }
+    if req
+        .archive_after_secs
+        .is_some_and(|t| t != ws.archive_after_secs)
+    {
+        fields.push("archive_after_secs");
+    }
     if req.runtime.is_some_and(|r| r != ws.runtime.runtime) {
         fields.push("runtime");
     }

@@ -19,6 +19,7 @@ pub(crate) mod resume;
 mod run_script;
 mod snapshot;
 mod status;
+mod suspend;
 
 pub use files::{FileOp, FileOut};
 pub use prologue::{OpGuard, RunGuard};

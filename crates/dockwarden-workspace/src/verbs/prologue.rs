@@ -87,6 +87,10 @@ impl Service {
     where
         F: Future<Output = G>,
     {
+        // A verb on a suspended workspace wakes it (`suspend` itself excepted).
+        if verb.thaws_first() {
+            self.thaw_if_suspended(id).await?;
+        }
         // Checked first so a refusal does not wait behind a long operation.
         self.checked(id, verb)?;
         let guard = lock(self.live(id)).await;

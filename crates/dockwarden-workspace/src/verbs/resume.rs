@@ -20,6 +20,8 @@ pub struct Prepared {
 impl Service {
     /// Resumes a stopped workspace (if `resume`) and heals an invalid worktree of a live one.
     pub(crate) async fn prepare(&self, id: &str, resume: bool) -> WsResult<Prepared> {
+        // Thawed before anything probes its runtime: a frozen daemon answers no ping.
+        self.thaw_if_suspended(id).await?;
         let ws = self.store.require(id)?;
         if resume && ws.status == Status::Stopped {
             let connected = self.connect(id, no_progress()).await?;

@@ -71,6 +71,7 @@ fn service(dir: &std::path::Path) -> (Service, Arc<FakeRuntime>) {
         tick: Duration::from_secs(1),
         baseline_stale_after: Duration::from_secs(600),
         default_max_runtime: None,
+        default_archive_after: std::time::Duration::from_secs(3600),
         keep_snapshots: 2,
     };
     let store = Store::open(&dir.join("state.db")).unwrap();
