@@ -1189,3 +1189,59 @@ fn a_dockerd_that_keeps_dying_backs_off_and_reports_runtime_down() {
     let _ = std::fs::remove_file(&fail);
     let _ = svc.api("DELETE", "/v1/workspaces/loop", None);
 }
+
+/// Suspension of a docker-compose workspace freezes its daemons and its containers with it:
+/// after resume the same container (same id, same host pid, never restarted) runs on, and
+/// the daemon answers at once, without a heal restart.
+#[test]
+fn a_suspended_compose_workspace_keeps_its_containers_running_after_resume() {
+    skip_unless_ready!();
+    let env = Env::start(43900);
+    let ws = env.create(json!({ "id": "fz", "runtime": "docker-compose" }));
+    let uid = ws["workspace"]["uid"].as_u64().unwrap();
+    env.load_image("fz");
+    let cid = env
+        .ok("fz", "docker run -d dockwarden-test:latest sleep 1000")
+        .trim()
+        .to_string();
+    let pid_of = |env: &Env| {
+        env.ok("fz", &format!("docker inspect -f '{{{{.State.Pid}}}} {{{{.RestartCount}}}} {{{{.State.StartedAt}}}}' {cid}"))
+            .trim()
+            .to_string()
+    };
+    let before = pid_of(&env);
+    let host_pid: i32 = before.split(' ').next().unwrap().parse().unwrap();
+    let sus = env.svc.ok("POST", "/v1/workspaces/fz/suspend", None);
+    assert_eq!(sus["workspace"]["status"], "suspended", "{sus}");
+    let freezer = PathBuf::from(format!(
+        "/sys/fs/cgroup/freezer/dockwarden_ws_{uid}/freezer.state"
+    ));
+    if freezer.exists() {
+        assert_eq!(std::fs::read_to_string(&freezer).unwrap().trim(), "FROZEN");
+        // The container's process is in a cgroup beneath the frozen one.
+        let cg = std::fs::read_to_string(format!("/proc/{host_pid}/cgroup")).unwrap();
+        assert!(
+            cg.lines().any(|l| l.contains(":freezer:")
+                && l.contains(&format!("/dockwarden_ws_{uid}/containers/"))),
+            "the container is not under the workspace's freezer cgroup: {cg}"
+        );
+    }
+    let state = std::fs::read_to_string(format!("/proc/{host_pid}/status")).unwrap();
+    assert!(state.contains("State:"), "{state}");
+    let res = env.svc.ok("POST", "/v1/workspaces/fz/resume", None);
+    assert_eq!(res["thawed"], true, "{res}");
+    assert_eq!(
+        pid_of(&env),
+        before,
+        "the container was restarted, not resumed"
+    );
+    assert!(
+        env.ok("fz", "docker ps -q --no-trunc").contains(&cid),
+        "the container is not running after resume"
+    );
+    let info = env.svc.ok("GET", "/v1/workspaces/fz", None);
+    assert!(
+        info["last_recovery"].is_null(),
+        "resume restarted the runtime as if it had died: {info}"
+    );
+}
