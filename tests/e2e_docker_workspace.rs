@@ -1118,6 +1118,30 @@ fn a_killed_dockerd_containerd_or_proxy_is_restarted_within_5_s() {
             "{text}"
         );
     }
+    // A call that arrives right after a part died waits for the restart instead of failing,
+    // and its answer carries the recovery.
+    std::thread::sleep(Duration::from_millis(3500));
+    let pid = part_pid(&env, "heal", "dockerd").expect("dockerd");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    // Dead (a zombie or gone), and the call comes before upkeep's next tick could act.
+    wait_until(Duration::from_secs(5), "dockerd gone", || {
+        !alive(&pid.to_string())
+    });
+    let r = env
+        .svc
+        .exec("heal", "docker ps -q >/dev/null && echo DAEMON-UP");
+    assert_eq!(r["exit_code"], 0, "{r}");
+    assert_eq!(r["stdout"], "DAEMON-UP\n", "{r}");
+    assert!(
+        r["recovery"]["reason"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("runtime restarted after a part died")),
+        "{r}"
+    );
     env.svc.ok("DELETE", "/v1/workspaces/heal", None);
 }
 

@@ -19,6 +19,9 @@ use crate::store;
 
 /// A part that dies this soon after its restart keeps dying: the restart counts as failed.
 pub const FLAPPING: Duration = Duration::from_secs(3);
+/// How long a call waits for a daemon listed as running but not answering to either answer
+/// or be seen dead.
+const SETTLE_WITHIN: Duration = Duration::from_secs(3);
 /// The longest wait between two restarts of a crash loop.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
@@ -72,12 +75,35 @@ impl Service {
             return Ok(None);
         }
         let spec = self.run_spec(ws, &BTreeMap::new())?;
-        if self.runtime.is_up(&spec) {
+        if self.runtime.is_up(&spec) && self.settled_up(&spec).await {
             return Ok(None);
         }
         let live = self.live(&ws.id);
         let _op = live.op.lock().await;
         self.heal_runtime_locked(&ws.id).await
+    }
+
+    /// For a call that found the runtime's processes up: whether it really is. A daemon just
+    /// killed may still be listed as running for a moment while it no longer answers; the
+    /// call waits (at most `SETTLE_WITHIN`) until it answers, or is seen dead and is healed.
+    async fn settled_up(&self, spec: &crate::runtime::RunSpec) -> bool {
+        use dockwarden_sys::poll::{Probe, poll_until};
+        if self.runtime.answers(spec).await {
+            return true;
+        }
+        poll_until(SETTLE_WITHIN, Duration::from_millis(20), || async {
+            if !self.runtime.is_up(spec) {
+                Probe::Stop
+            } else if self.runtime.answers(spec).await {
+                Probe::Done
+            } else {
+                Probe::Retry
+            }
+        })
+        .await;
+        // Seen dead: healed by the caller. Still listed up: the call goes on and its own
+        // error says what the daemon did.
+        self.runtime.is_up(spec)
     }
 
     /// Restarts the runtime of `id` if it is still live and down. The caller holds the op lock.

@@ -148,6 +148,15 @@ impl Runtime for Runtimes {
         })
     }
 
+    fn answers<'a>(&'a self, spec: &'a RunSpec) -> BoxFut<'a, bool> {
+        Box::pin(async move {
+            match self.of(spec) {
+                Ok(rt) => rt.answers(spec).await,
+                Err(_) => false,
+            }
+        })
+    }
+
     fn dead_parts(&self, spec: &RunSpec) -> Vec<String> {
         let mut dead = Vec::new();
         if let Some((net, ns)) = self.standard_net(spec)

@@ -104,6 +104,12 @@ pub trait Runtime: Send + Sync {
         true
     }
 
+    /// Whether the environment's daemon answers now (always true without one). `is_up`
+    /// reads the process table, which can lag a daemon's death by a moment.
+    fn answers<'a>(&'a self, _spec: &'a RunSpec) -> BoxFut<'a, bool> {
+        Box::pin(async { true })
+    }
+
     /// The parts of the environment that are not running, each with how it ended and the
     /// log to read (`heal` restarts them). Empty when `is_up`.
     fn dead_parts(&self, _spec: &RunSpec) -> Vec<String> {

@@ -768,6 +768,10 @@ impl Runtime for DockerRuntime {
             .collect()
     }
 
+    fn answers<'a>(&'a self, spec: &'a RunSpec) -> BoxFut<'a, bool> {
+        Box::pin(async move { api::ping(&Self::layout(spec).daemon_socket).await })
+    }
+
     fn is_up(&self, spec: &RunSpec) -> bool {
         let Ok(mut m) = self.instances.lock() else {
             return false;
