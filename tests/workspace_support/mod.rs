@@ -63,6 +63,23 @@ impl Svc {
         svc
     }
 
+    /// The last lines of every service log of this harness, for a failing test's output.
+    fn print_log_tail(&self) {
+        let Ok(rd) = std::fs::read_dir(self.dir.path()) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !(name.starts_with("serve-") && name.ends_with(".log")) {
+                continue;
+            }
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(60)..];
+            eprintln!("---- last {} lines of {name} ----\n{}", tail.len(), tail.join("\n"));
+        }
+    }
+
     fn spawn(&mut self, env: &[(&str, &str)]) {
         let log = std::fs::File::create(
             self.dir
@@ -157,7 +174,13 @@ impl Svc {
 
 impl Drop for Svc {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.print_log_tail();
+        }
         self.kill9();
+        // A suspended workspace's processes are frozen: a frozen task takes no SIGKILL
+        // until it is thawed.
+        thaw_workspace_cgroups(self.uid_base, 50);
         // Workspace processes outlive a killed service (as they would a crash); end them.
         for uid in self.uid_base..self.uid_base + 50 {
             for pid in pids_of(uid) {
@@ -223,6 +246,20 @@ pub fn sandbox_inits(state: &Path) -> Vec<i32> {
         }
     }
     out
+}
+
+/// Thaws `dockwarden_ws_<uid>` of the range (cgroup v1 freezer and v2 `cgroup.freeze`).
+pub fn thaw_workspace_cgroups(base: u32, count: u32) {
+    for uid in base..base + count {
+        let v1 = PathBuf::from(format!("/sys/fs/cgroup/freezer/dockwarden_ws_{uid}/freezer.state"));
+        let v2 = PathBuf::from(format!("/sys/fs/cgroup/dockwarden_ws_{uid}/cgroup.freeze"));
+        if v1.exists() {
+            let _ = std::fs::write(&v1, "THAWED");
+        }
+        if v2.exists() {
+            let _ = std::fs::write(&v2, "0");
+        }
+    }
 }
 
 /// Removes `dockwarden_ws_<uid>` (and its child cgroups) on every hierarchy for the range.
