@@ -288,3 +288,55 @@ fn a_docker_command_in_a_standard_workspace_names_the_reprovision() {
     assert!(r["notes"].is_null(), "{r}");
     svc.ok("DELETE", "/v1/workspaces/nd", None);
 }
+
+/// The run script is a runtime part: killed, it is started again by upkeep within 5 s and
+/// the workspace's `last_recovery` says so; stopped by `kill`, it stays stopped.
+#[test]
+fn a_killed_run_script_is_started_again_and_recorded() {
+    let svc = Svc::start(30750, &["--tick-ms", "100"], &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo::repo_with(
+        dir.path(),
+        "runs",
+        &json!({ "runtime": "standard", "scripts": { "run": "exec sleep 1001" } }),
+    );
+    let created = svc.ok(
+        "POST",
+        "/v1/workspaces",
+        Some(json!({ "id": "rs", "repo": repo.to_str().unwrap() })),
+    );
+    let uid = created["workspace"]["uid"].as_u64().unwrap() as u32;
+    let sleeper = || {
+        pids_of(uid).into_iter().find(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"1001"))
+        })
+    };
+    wait_until(Duration::from_secs(10), "the run script runs", || {
+        sleeper().is_some()
+    });
+    let first = sleeper().unwrap();
+    let t0 = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    wait_until(
+        Duration::from_secs(5),
+        "the run script started again",
+        || sleeper().is_some_and(|p| p != first),
+    );
+    eprintln!("run script restarted in {} ms", t0.elapsed().as_millis());
+    let ws = svc.ok("GET", "/v1/workspaces/rs", None);
+    let reason = ws["last_recovery"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("run script restarted after it died: killed by signal 9"),
+        "{ws}"
+    );
+    // A deliberate stop is not a death: after kill nothing is started again.
+    svc.ok("POST", "/v1/workspaces/rs/kill", None);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(sleeper(), None, "the run script came back after kill");
+    svc.ok("DELETE", "/v1/workspaces/rs", None);
+}

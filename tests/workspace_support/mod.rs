@@ -76,7 +76,11 @@ impl Svc {
             let text = std::fs::read_to_string(e.path()).unwrap_or_default();
             let lines: Vec<&str> = text.lines().collect();
             let tail = &lines[lines.len().saturating_sub(60)..];
-            eprintln!("---- last {} lines of {name} ----\n{}", tail.len(), tail.join("\n"));
+            eprintln!(
+                "---- last {} lines of {name} ----\n{}",
+                tail.len(),
+                tail.join("\n")
+            );
         }
     }
 
@@ -251,7 +255,9 @@ pub fn sandbox_inits(state: &Path) -> Vec<i32> {
 /// Thaws `dockwarden_ws_<uid>` of the range (cgroup v1 freezer and v2 `cgroup.freeze`).
 pub fn thaw_workspace_cgroups(base: u32, count: u32) {
     for uid in base..base + count {
-        let v1 = PathBuf::from(format!("/sys/fs/cgroup/freezer/dockwarden_ws_{uid}/freezer.state"));
+        let v1 = PathBuf::from(format!(
+            "/sys/fs/cgroup/freezer/dockwarden_ws_{uid}/freezer.state"
+        ));
         let v2 = PathBuf::from(format!("/sys/fs/cgroup/dockwarden_ws_{uid}/cgroup.freeze"));
         if v1.exists() {
             let _ = std::fs::write(&v1, "THAWED");

@@ -40,6 +40,7 @@ impl Service {
             self.heal_runtime_in_upkeep(ws).await;
             return;
         }
+        self.heal_run_script(ws).await;
         if !self.worktree_valid(ws) {
             // Healed here too, not only when a call comes: the run script needs its tree.
             if let Ok(_op) = live.op.try_lock() {

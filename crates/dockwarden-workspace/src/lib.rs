@@ -17,6 +17,7 @@ mod fdnames;
 pub mod files;
 pub(crate) mod gitsafe;
 pub mod heal;
+pub mod heal_run_script;
 pub mod hex;
 pub mod hints;
 mod idle;

@@ -59,6 +59,8 @@ pub struct WsLive {
     pub cancelled: std::sync::atomic::AtomicBool,
     /// Restarts of a runtime whose part died, and their back-off (`heal`).
     pub heal: Mutex<crate::heal::HealState>,
+    /// The run script's generation and how it ended (`heal_run_script`).
+    pub run_script: Mutex<crate::heal_run_script::RunScriptState>,
 }
 
 impl WsLive {
@@ -70,6 +72,7 @@ impl WsLive {
             execs: AtomicUsize::new(0),
             cancelled: std::sync::atomic::AtomicBool::new(false),
             heal: Mutex::new(crate::heal::HealState::default()),
+            run_script: Mutex::new(crate::heal_run_script::RunScriptState::default()),
         }
     }
 
@@ -207,6 +210,8 @@ impl Service {
     /// Returns how many processes or groups were signalled.
     pub async fn stop_all(&self, ws: &Workspace) -> WsResult<(OwnedRwLockWriteGuard<()>, u32)> {
         let spec = self.run_spec(ws, &BTreeMap::new())?;
+        // The run script about to be stopped is not dying: upkeep must not start it again.
+        crate::heal_run_script::new_generation(&self.live(&ws.id));
         let gate = self.live(&ws.id).run_gate.clone();
         let mut signalled = 0;
         loop {

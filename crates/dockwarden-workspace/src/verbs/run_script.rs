@@ -30,10 +30,16 @@ impl Service {
         let runtime = self.runtime.clone();
         let command = format!("exec >>\"$HOME/run.log\" 2>&1\n{}", script.to_shell());
         info!(workspace.id = %ws.id, "starting run script");
+        let live = self.live(&ws.id);
+        let generation = live.run_script.lock().map_or(0, |mut st| {
+            st.started = Some((std::time::Instant::now(), st.generation));
+            st.generation
+        });
         tokio::spawn(async move {
             match runtime.exec(&spec, &command, None, None).await {
                 Ok(r) => {
-                    info!(workspace.id = %spec.workspace_id, run.exit_code = r.exit_code, "run script ended")
+                    info!(workspace.id = %spec.workspace_id, run.exit_code = r.exit_code, "run script ended");
+                    crate::heal_run_script::ended(&live, generation, r.exit_code);
                 }
                 Err(e) => {
                     warn!(workspace.id = %spec.workspace_id, error = %e, "run script failed to start")
