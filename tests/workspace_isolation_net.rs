@@ -676,3 +676,42 @@ fn a_compose_workspace_gets_the_same_walls_and_its_published_ports_and_container
         "the link goes with the daemon's namespace"
     );
 }
+
+/// A standard workspace's network namespace is a runtime part: its host link deleted, upkeep
+/// makes it again within 5 s, records the recovery, and commands reach the host again.
+#[test]
+fn a_standard_workspace_whose_link_is_deleted_gets_its_network_back() {
+    skip_unless!(skip_reason());
+    let svc = Svc::start(27950, &["--tick-ms", "100"], &[]);
+    let (id, uid) = create(&svc, json!({ "id": "nl", "runtime": "standard" }));
+    let r = svc.exec(&id, "ip -o link show | grep -c eth0 || true");
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let link = format!("dwe{uid}");
+    assert!(
+        Path::new(&format!("/sys/class/net/{link}")).exists(),
+        "no host link {link}"
+    );
+    let st = Command::new("ip")
+        .args(["link", "del", &link])
+        .status()
+        .unwrap();
+    assert!(st.success(), "ip link del {link}");
+    let t0 = std::time::Instant::now();
+    common::wait_until(
+        Duration::from_secs(5),
+        "the workspace's network made again",
+        || {
+            svc.ok("GET", &format!("/v1/workspaces/{id}"), None)["last_recovery"]["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("network namespace"))
+        },
+    );
+    eprintln!("network made again in {} ms", t0.elapsed().as_millis());
+    assert!(
+        Path::new(&format!("/sys/class/net/{link}")).exists(),
+        "the link is back"
+    );
+    let r = svc.exec(&id, "echo alive");
+    assert_eq!(r["stdout"], "alive\n", "{r}");
+    svc.ok("DELETE", &format!("/v1/workspaces/{id}"), None);
+}

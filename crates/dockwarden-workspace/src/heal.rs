@@ -1,6 +1,7 @@
-//! A runtime part that dies is restarted: upkeep notices a live docker-compose workspace whose
-//! runtime is not up (its private dockerd, containerd or dockwarden proxy gone) within a tick, and restarts the runtime on the same data root, as
-//! `restart` does. The restart is recorded as the workspace's `last_recovery`, with what died
+//! A runtime part that dies is restarted: upkeep notices a live workspace whose runtime is
+//! not up (a docker-compose workspace's private dockerd, containerd or dockwarden proxy gone;
+//! a standard workspace's network namespace or its host link gone) within a tick, and
+//! restarts the runtime on the same data root, as `restart` does. The restart is recorded as the workspace's `last_recovery`, with what died
 //! and what was lost. A call that finds the runtime down waits for the restart.
 //!
 //! A part that dies again at once is a crash loop: a restart that fails, or one needed again
@@ -37,12 +38,10 @@ pub struct HealState {
     pub last_error: Option<(String, String)>,
 }
 
-/// Whether `heal` watches this workspace's runtime: the docker-compose runtime's parts
-/// (dockerd, containerd, the proxy). A standard workspace's namespace is made again by its
-/// next command (`Runtimes::up`), not restarted from upkeep.
-pub fn watched(ws: &Workspace) -> bool {
-    ws.runtime.runtime == crate::model_runtime::RuntimeKind::DockerCompose
-}
+// Every runtime is watched. The docker-compose runtime's parts are dockerd, containerd, the
+// proxy and its namespace; a standard workspace's part is its network namespace with its host
+// link (none where the service does not isolate networks: then it is always up). The run
+// script is watched apart (`heal_run_script`).
 
 /// The wait after `failures` consecutive failures: 1 s doubling, at most `MAX_BACKOFF`.
 pub fn backoff(failures: u32) -> Duration {
@@ -71,7 +70,7 @@ impl Service {
         &self,
         ws: &Workspace,
     ) -> WsResult<Option<RecoveryReport>> {
-        if !ws.status.is_live() || !watched(ws) {
+        if !ws.status.is_live() {
             return Ok(None);
         }
         let spec = self.run_spec(ws, &BTreeMap::new())?;

@@ -33,8 +33,7 @@ impl Service {
 
     async fn upkeep_one(&self, ws: &Workspace) {
         let live = self.live(&ws.id);
-        if crate::heal::watched(ws)
-            && let Ok(spec) = self.run_spec(ws, &std::collections::BTreeMap::new())
+        if let Ok(spec) = self.run_spec(ws, &std::collections::BTreeMap::new())
             && !self.runtime.is_up(&spec)
         {
             self.heal_runtime_in_upkeep(ws).await;
