@@ -61,7 +61,9 @@ fn exec_write_and_snapshot_on_a_stopped_workspace_resume_it() {
 
 #[test]
 fn idle_stop_records_its_snapshot_id_in_info() {
-    let svc = Svc::start(28750, &["--tick-ms", "200"], &[]);
+    // `--archive-after 0`: idle archives at once instead of suspending first
+    // (tests/workspace_suspend.rs covers suspension).
+    let svc = Svc::start(28750, &["--tick-ms", "200", "--archive-after", "0"], &[]);
     svc.ok(
         "POST",
         "/v1/workspaces",

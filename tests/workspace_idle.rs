@@ -13,7 +13,9 @@ use workspace_support::Svc;
 
 #[test]
 fn idle_stop_after_a_short_timeout_but_not_while_an_exec_runs() {
-    let svc = Svc::start(25000, &["--tick-ms", "100"], &[]);
+    // `--archive-after 0`: idle archives at once instead of suspending first
+    // (tests/workspace_suspend.rs covers suspension).
+    let svc = Svc::start(25000, &["--tick-ms", "100", "--archive-after", "0"], &[]);
     svc.ok(
         "POST",
         "/v1/workspaces",

@@ -596,3 +596,146 @@ fn a_docker_compose_workspace_keeps_its_daemons_in_its_cgroup_and_gives_containe
     svc.ok("DELETE", "/v1/workspaces/dc", None);
     assert!(!Path::new(&format!("/sys/fs/cgroup/memory/dockwarden_ws_{uid}")).exists());
 }
+
+/// Recovery of a damaged worktree with disk images on: the image holding the damaged tree is
+/// unmounted and kept aside (`recovery.preserved_at`), and the restored tree is put in a new
+/// image mounted in its place, so the disk stays enforced.
+#[test]
+fn a_damaged_worktree_on_a_disk_image_is_restored_into_a_new_image() {
+    need_cgroups!();
+    if Command::new("sh")
+        .arg("-c")
+        .arg("command -v mkfs.xfs && command -v losetup")
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
+        println!("skipped: xfsprogs or losetup is missing (scripts/setup.sh installs them)");
+        return;
+    }
+    let toml = format!("{PLAN}\n[defaults]\ndisk = \"64MiB\"\n[disk]\nimages = \"on\"\n");
+    let svc = start(29100, &toml);
+    let _images = Images(svc.state.join("workspaces"));
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo_with_setup(dir.path(), "true");
+    svc.ok(
+        "POST",
+        "/v1/workspaces",
+        Some(json!({ "id": "dmg", "repo": repo.display().to_string() })),
+    );
+    let wt = svc.worktree("dmg");
+    use std::os::unix::fs::MetadataExt;
+    let dev = |p: &Path| std::fs::metadata(p).unwrap().dev();
+    assert_ne!(
+        dev(&wt),
+        dev(wt.parent().unwrap()),
+        "the worktree is its own filesystem"
+    );
+    svc.raw(
+        "PUT",
+        "/v1/workspaces/dmg/files/content?path=a.txt",
+        b"kept",
+    );
+    let snap = svc.ok("POST", "/v1/workspaces/dmg/snapshot", None)["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Damage: the repository's metadata and the file, from inside the mounted image (the
+    // mount point itself cannot be removed).
+    std::fs::remove_dir_all(wt.join(".git")).unwrap();
+    std::fs::remove_file(wt.join("a.txt")).unwrap();
+    let out = svc.exec("dmg", "cat a.txt");
+    assert_eq!(out["stdout"], "kept", "{out}");
+    assert_eq!(out["recovery"]["restored_from"], snap.as_str(), "{out}");
+    let aside = out["recovery"]["preserved_at"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(aside.ends_with(".img"), "{out}");
+    assert!(
+        Path::new(&aside).is_file(),
+        "the damaged image is kept at {aside}"
+    );
+    assert_ne!(
+        dev(&wt),
+        dev(wt.parent().unwrap()),
+        "the restored worktree is on a disk image again"
+    );
+    let st = status(&svc, "dmg");
+    assert_eq!(st["disk"]["enforced"], true, "{st}");
+    assert!(
+        wt.join(".git").is_dir(),
+        "the restored tree has its repository"
+    );
+    svc.ok("DELETE", "/v1/workspaces/dmg", None);
+}
+
+/// With disk images on, `kill -9` of the service in the middle of a create (its image made
+/// and mounted, setup running) leaves nothing once the service is back: the rolled-back
+/// workspace's mount, image and loop device are gone, and the other workspace's image is
+/// mounted and works.
+#[test]
+fn a_crash_mid_create_leaves_no_image_mount_or_loop_device_after_restart() {
+    need_cgroups!();
+    if Command::new("sh")
+        .arg("-c")
+        .arg("command -v mkfs.xfs && command -v losetup")
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
+        println!("skipped: xfsprogs or losetup is missing (scripts/setup.sh installs them)");
+        return;
+    }
+    let toml = format!("{PLAN}\n[defaults]\ndisk = \"64MiB\"\n[disk]\nimages = \"on\"\n");
+    // The resources file must outlive the first service: the restart reads it again.
+    let conf = tempfile::tempdir().unwrap();
+    let file = conf.path().join("resources.toml");
+    std::fs::write(&file, toml).unwrap();
+    let mut svc = Svc::start(29150, &["--resources", file.to_str().unwrap()], &[]);
+    let _images = Images(svc.state.join("workspaces"));
+    let dir = tempfile::tempdir().unwrap();
+    let slow = repo_with_setup(dir.path(), "sleep 60");
+    let src = svc.ok("POST", "/v1/workspaces", Some(json!({ "id": "src" })));
+    let next_uid = src["workspace"]["uid"].as_u64().unwrap() as u32 + 1;
+    let image = svc.state.join(format!("disks/{next_uid}.img"));
+    let socket = svc.socket.clone();
+    let body = json!({ "id": "victim", "repo": slow.display().to_string() }).to_string();
+    let _pending = std::thread::spawn(move || {
+        common::http(&socket, "POST", "/v1/workspaces", body.as_bytes())
+    });
+    let victim_wt = svc.worktree("victim");
+    common::wait_until(
+        std::time::Duration::from_secs(20),
+        "the victim's image mounted and its setup running",
+        || image.exists() && !workspace_support::pids_of(next_uid).is_empty(),
+    );
+    let victim_dir = svc.state.join("workspaces/victim");
+    let mounted = || {
+        dockwarden::sys::mountinfo::at_or_beneath(&dockwarden::sys::mountinfo::own(), &victim_dir)
+    };
+    assert!(
+        !mounted().is_empty(),
+        "the victim's worktree image is mounted"
+    );
+    svc.kill9();
+    svc.restart(&[]);
+    assert_eq!(svc.api("GET", "/v1/workspaces/victim", None).0, 404);
+    assert_eq!(mounted(), Vec::<PathBuf>::new(), "a mount is left");
+    assert!(!image.exists(), "the victim's image is left");
+    assert!(!victim_wt.exists());
+    // The loop device goes when the last user of the (lazily unmounted) filesystem does:
+    // the crashed create's setup processes, which the restarted service ends.
+    let backed = || {
+        let loops = Command::new("losetup").arg("-a").output().unwrap();
+        String::from_utf8_lossy(&loops.stdout).contains(&image.display().to_string())
+    };
+    common::wait_until(
+        std::time::Duration::from_secs(10),
+        "no loop device backs the removed image",
+        || !backed(),
+    );
+    let r = svc.exec("src", "echo ok > f && cat f");
+    assert_eq!(r["stdout"], "ok\n", "{r}");
+    svc.ok("DELETE", "/v1/workspaces/src", None);
+}

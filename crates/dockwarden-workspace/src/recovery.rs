@@ -39,7 +39,16 @@ impl Service {
                 m.id
             )],
         };
-        let preserved_at = self.set_aside(&ws.id, &wt)?;
+        // A worktree on its own disk image: the damaged tree stays in its image, kept aside,
+        // and the restored tree goes into a new image mounted in its place.
+        let image_aside = self.unmount_image_aside(ws, &wt)?;
+        let preserved_at = match image_aside {
+            Some(img) => {
+                let _ = std::fs::remove_dir(&wt);
+                Some(img)
+            }
+            None => self.set_aside(&ws.id, &wt)?,
+        };
         match &restored {
             Some(_) => std::fs::rename(&staging, &wt).map_err(|e| WsError::io(&wt, e))?,
             None => {
@@ -47,6 +56,9 @@ impl Service {
                 worktree::chown_tree(&wt, self.owner(ws))?;
                 notes.push("no usable snapshot; the worktree is empty".into());
             }
+        }
+        if preserved_at.as_deref().is_some_and(|p| p.ends_with(".img")) {
+            self.remount_sized(ws)?;
         }
         if restored.is_some() && !unrecovered.is_empty() {
             notes.push(format!(
@@ -102,6 +114,54 @@ impl Service {
         Ok((None, notes))
     }
 
+    /// Disk images of uids no workspace holds (a create or delete cut short) are removed;
+    /// their mounts went with the directories above.
+    fn sweep_orphan_images(&self, workspaces: &[Workspace]) {
+        let dir = crate::resources::disk::images_dir(&self.cfg.state_dir);
+        let held: std::collections::HashSet<String> = workspaces
+            .iter()
+            .map(|w| format!("{}.img", w.uid))
+            .collect();
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        for ent in rd.flatten() {
+            let name = ent.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".img") && !held.contains(&name) {
+                warn!(image = %ent.path().display(), "removing a disk image no workspace holds");
+                let _ = std::fs::remove_file(ent.path());
+            }
+        }
+    }
+
+    /// If the worktree is its disk image's mount: unmounts it (the workspace's processes are
+    /// stopped) and moves the image aside, where the damaged tree stays for inspection.
+    /// Returns where it went.
+    fn unmount_image_aside(&self, ws: &Workspace, wt: &Path) -> WsResult<Option<String>> {
+        use crate::resources::disk;
+        let image = disk::image_path(&self.cfg.state_dir, ws.uid);
+        if !disk::is_mount(wt) || !image.exists() {
+            return Ok(None);
+        }
+        nix::mount::umount2(wt, nix::mount::MntFlags::UMOUNT_NOFOLLOW)
+            .or_else(|_| nix::mount::umount2(wt, nix::mount::MntFlags::MNT_DETACH))
+            .map_err(|e| WsError::errno(wt, e))?;
+        let aside = self
+            .ws_dir(&ws.id)
+            .join(format!("lost+found-{}.img", now_ms()));
+        std::fs::rename(&image, &aside).map_err(|e| WsError::io(&image, e))?;
+        Ok(Some(aside.display().to_string()))
+    }
+
+    /// Puts the (restored, plain) worktree into a new disk image of the workspace's size.
+    fn remount_sized(&self, ws: &Workspace) -> WsResult<()> {
+        let wt = self.worktree(&ws.id);
+        match crate::resources::persist::get(&self.store, &ws.id)? {
+            Some(r) => self.resources.apply(ws.uid, &wt, &r.sizing),
+            None => Ok(()),
+        }
+    }
+
     /// Moves what is left of a damaged worktree out of the way, keeping it for inspection.
     fn set_aside(&self, id: &str, wt: &Path) -> WsResult<Option<String>> {
         if std::fs::symlink_metadata(wt).is_err() {
@@ -121,6 +181,9 @@ impl Service {
                 // Never acknowledged: roll back.
                 "create" => {
                     self.tear_down_runtime(&j.workspace_id).await;
+                    // A worktree image mounted before the crash (its file goes with the
+                    // orphan-image sweep below).
+                    unmount_beneath(&self.ws_dir(&j.workspace_id));
                     let _ = std::fs::remove_dir_all(self.ws_dir(&j.workspace_id));
                     self.store.tx(|tx| store::delete_ws(tx, &j.workspace_id))?;
                 }
@@ -205,9 +268,13 @@ impl Service {
                 warn!(workspace.id = %name, "removing the directory of a workspace with no record");
                 crate::runtime::docker::sweep(&ent.path()).await;
                 crate::runtime::wsnet::release_ns(&ent.path());
+                // A worktree image (or anything else) still mounted in it: a crash between
+                // the mount and the record, or during a delete.
+                unmount_beneath(&ent.path());
                 let _ = std::fs::remove_dir_all(ent.path());
             }
         }
+        self.sweep_orphan_images(&workspaces);
         if self.runtime.isolates_users() {
             let held: std::collections::HashSet<u32> = workspaces.iter().map(|w| w.uid).collect();
             let range = self.cfg.uid_base..self.cfg.uid_base.saturating_add(self.cfg.uid_count);
@@ -296,6 +363,16 @@ fn walk_changed(
         }
         if meta.is_dir() {
             walk_changed(&ent.path(), &format!("{path}/"), known, out);
+        }
+    }
+}
+
+/// Unmounts every mount at or beneath `dir`, deepest first (lazily when busy).
+fn unmount_beneath(dir: &Path) {
+    use dockwarden_sys::mountinfo;
+    for m in mountinfo::at_or_beneath(&mountinfo::own(), dir) {
+        if nix::mount::umount2(&m, nix::mount::MntFlags::UMOUNT_NOFOLLOW).is_err() {
+            let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
         }
     }
 }
