@@ -374,6 +374,29 @@ fn create_over_a_ceiling_is_refused_and_makes_nothing() {
 
 /// Unmounts every worktree image of the service when the test ends, even on failure (the
 /// harness SIGKILLs the service, which would leave them mounted).
+/// Skips (saying why) where disk images cannot be made: no xfsprogs or losetup.
+macro_rules! need_image_tools {
+    () => {
+        for tool in ["mkfs.xfs", "xfs_growfs", "losetup"] {
+            if Command::new("sh")
+                .arg("-c")
+                .arg(format!("command -v {tool}"))
+                .output()
+                .map(|o| !o.status.success())
+                .unwrap_or(true)
+            {
+                println!("skipped: `{tool}` is missing (scripts/setup.sh installs xfsprogs)");
+                return;
+            }
+        }
+    };
+}
+
+/// The test plan with 64 MiB disks on their own images.
+fn images_toml() -> String {
+    format!("{PLAN}\n[defaults]\ndisk = \"64MiB\"\n[disk]\nimages = \"on\"\n")
+}
+
 struct Images(PathBuf);
 
 impl Drop for Images {
@@ -396,19 +419,8 @@ fn repo_with_setup(dir: &Path, setup: &str) -> PathBuf {
 #[test]
 fn enospc_grows_a_64mib_disk_to_96_retries_setup_once_and_stops_at_the_ceiling() {
     need_cgroups!();
-    for tool in ["mkfs.xfs", "xfs_growfs", "losetup"] {
-        if Command::new("sh")
-            .arg("-c")
-            .arg(format!("command -v {tool}"))
-            .output()
-            .map(|o| !o.status.success())
-            .unwrap_or(true)
-        {
-            println!("skipped: `{tool}` is missing (scripts/setup.sh installs xfsprogs)");
-            return;
-        }
-    }
-    let toml = format!("{PLAN}\n[defaults]\ndisk = \"64MiB\"\n[disk]\nimages = \"on\"\n");
+    need_image_tools!();
+    let toml = images_toml();
     let svc = start(28900, &toml);
     let _images = Images(svc.state.join("workspaces"));
     let dir = tempfile::tempdir().unwrap();
@@ -603,17 +615,8 @@ fn a_docker_compose_workspace_keeps_its_daemons_in_its_cgroup_and_gives_containe
 #[test]
 fn a_damaged_worktree_on_a_disk_image_is_restored_into_a_new_image() {
     need_cgroups!();
-    if Command::new("sh")
-        .arg("-c")
-        .arg("command -v mkfs.xfs && command -v losetup")
-        .output()
-        .map(|o| !o.status.success())
-        .unwrap_or(true)
-    {
-        println!("skipped: xfsprogs or losetup is missing (scripts/setup.sh installs them)");
-        return;
-    }
-    let toml = format!("{PLAN}\n[defaults]\ndisk = \"64MiB\"\n[disk]\nimages = \"on\"\n");
+    need_image_tools!();
+    let toml = images_toml();
     let svc = start(29100, &toml);
     let _images = Images(svc.state.join("workspaces"));
     let dir = tempfile::tempdir().unwrap();
@@ -677,17 +680,8 @@ fn a_damaged_worktree_on_a_disk_image_is_restored_into_a_new_image() {
 #[test]
 fn a_crash_mid_create_leaves_no_image_mount_or_loop_device_after_restart() {
     need_cgroups!();
-    if Command::new("sh")
-        .arg("-c")
-        .arg("command -v mkfs.xfs && command -v losetup")
-        .output()
-        .map(|o| !o.status.success())
-        .unwrap_or(true)
-    {
-        println!("skipped: xfsprogs or losetup is missing (scripts/setup.sh installs them)");
-        return;
-    }
-    let toml = format!("{PLAN}\n[defaults]\ndisk = \"64MiB\"\n[disk]\nimages = \"on\"\n");
+    need_image_tools!();
+    let toml = images_toml();
     // The resources file must outlive the first service: the restart reads it again.
     let conf = tempfile::tempdir().unwrap();
     let file = conf.path().join("resources.toml");
