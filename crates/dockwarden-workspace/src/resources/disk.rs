@@ -171,8 +171,19 @@ impl Disk {
     }
 
     /// Whether the worktree's filesystem is full.
+    ///
+    /// XFS frees the blocks of a removed file in the background (inode inactivation), so a
+    /// command that deleted a large file and then failed could read as full for a moment: a
+    /// filesystem that looks full is synced (which runs that work) and read again.
     pub fn is_full(&self, worktree: &Path) -> bool {
-        self.enforced() && usage(worktree).is_some_and(|u| u.free_bytes < FULL_BELOW)
+        let looks_full = || usage(worktree).is_some_and(|u| u.free_bytes < FULL_BELOW);
+        if !self.enforced() || !looks_full() {
+            return false;
+        }
+        if let Ok(dir) = std::fs::File::open(worktree) {
+            let _ = nix::unistd::syncfs(&dir);
+        }
+        looks_full()
     }
 
     /// Unmounts the worktree's image and removes it (the workspace's processes are gone).
@@ -356,4 +367,53 @@ fn grow(image: &Path, worktree: &Path, bytes: u64) -> Result<(), String> {
     run("xfs_growfs", &[&w], &[])?;
     info!(worktree = %w, size = bytes, "worktree disk grown online");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// XFS frees a removed file's blocks in the background: right after `rm` of a file that
+    /// filled the disk, `statvfs` can still say full (measured here: 3 of 30 tries). A
+    /// failed command after such an `rm` must not be taken for a full disk.
+    #[test]
+    fn a_disk_emptied_just_now_is_not_full() {
+        if !nix::unistd::geteuid().is_root() || !have("mkfs.xfs") || !have("losetup") {
+            println!("skipped: needs root, xfsprogs and loop devices");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let image = dir.path().join("disks/1.img");
+        let wt = dir.path().join("wt");
+        std::fs::create_dir_all(&wt).expect("mkdir");
+        create(&image, &wt, 0, 64 << 20).expect("image");
+        let disk = Disk::Images {
+            dir: image.parent().expect("parent").to_owned(),
+        };
+        let mut wrongly_full = 0;
+        for _ in 0..30 {
+            let big = wt.join("big");
+            fill(&big);
+            assert!(
+                disk.is_full(&wt),
+                "writing past the disk fills it: {:?} bytes free",
+                usage(&wt).map(|u| u.free_bytes)
+            );
+            std::fs::remove_file(&big).expect("rm");
+            if disk.is_full(&wt) {
+                wrongly_full += 1;
+            }
+        }
+        let _ = nix::mount::umount2(&wt, nix::mount::MntFlags::MNT_DETACH);
+        assert_eq!(wrongly_full, 0, "an emptied disk read as full");
+    }
+
+    /// Writes `path` in small pieces, as `head -c` does, until the filesystem refuses.
+    fn fill(path: &Path) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(path).expect("create");
+        let piece = [0u8; 64 << 10];
+        while f.write_all(&piece).is_ok() {}
+        let _ = f.sync_all();
+    }
 }
