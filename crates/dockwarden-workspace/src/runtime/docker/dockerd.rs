@@ -157,6 +157,10 @@ pub fn live_pid(pidfile: &Path, exe_name: &str) -> Option<i32> {
     .then_some(pid)
 }
 
+/// How often `terminate` looks whether the process is gone: a daemon with nothing left to
+/// stop exits within a few milliseconds of its SIGTERM.
+const GONE_EVERY: Duration = Duration::from_millis(5);
+
 /// SIGTERMs `pid`, waits up to `grace`, then SIGKILLs; returns once it is gone.
 pub async fn terminate(pid: i32, grace: Duration) {
     use nix::sys::signal::{Signal, kill};
@@ -173,14 +177,11 @@ pub async fn terminate(pid: i32, grace: Duration) {
             Probe::Done
         })
     };
-    if poll_until(grace, Duration::from_millis(20), gone)
-        .await
-        .is_done()
-    {
+    if poll_until(grace, GONE_EVERY, gone).await.is_done() {
         return;
     }
     let _ = kill(p, Signal::SIGKILL);
-    poll_until(Duration::from_secs(5), Duration::from_millis(20), gone).await;
+    poll_until(Duration::from_secs(5), GONE_EVERY, gone).await;
 }
 
 /// Alive and not a zombie.
