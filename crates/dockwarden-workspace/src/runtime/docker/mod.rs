@@ -233,15 +233,22 @@ impl DockerRuntime {
         Ok(())
     }
 
-    /// The namespace and its link to the host (`wsnet`: the same walls as a standard
-    /// workspace's), before dockerd starts in it.
+    /// The namespace, its link to the host (`wsnet`: the same walls as a standard
+    /// workspace's) and the masquerade on it that stands for dockerd's own iptables rules,
+    /// before dockerd starts in it.
     fn step_namespace(&self, s: &mut Starting, uid: u32) -> WsResult<()> {
-        netns::create(&s.l.netns).map_err(io_err(&s.l.netns))?;
+        // With a link, its `ip -batch` brings the loopback up too.
+        match &self.net {
+            Some(_) => netns::create_bare(&s.l.netns),
+            None => netns::create(&s.l.netns),
+        }
+        .map_err(io_err(&s.l.netns))?;
         s.netns = true;
         if let Some(net) = &self.net {
             s.linked = true;
-            net.attach(&s.l.netns, uid)
-                .map_err(|e| WsError::Internal(format!("the workspace's network: {e}")))?;
+            let net_err = |e| WsError::Internal(format!("the workspace's network: {e}"));
+            net.attach(&s.l.netns, uid).map_err(net_err)?;
+            super::wsnet::masquerade_inside(&s.l.netns).map_err(net_err)?;
         }
         let routes = dockwarden_proxy::hostnet::routes().unwrap_or_default();
         let addrs =
