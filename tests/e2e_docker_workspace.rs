@@ -1269,3 +1269,64 @@ fn a_suspended_compose_workspace_keeps_its_containers_running_after_resume() {
         "resume restarted the runtime as if it had died: {info}"
     );
 }
+
+/// The processes in cgroup `cg` and beneath it, on every hierarchy that has it.
+fn procs_beneath(cg: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = cgroups_named(cg);
+    while let Some(d) = stack.pop() {
+        let procs = std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default();
+        out.extend(procs.lines().map(str::to_string));
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            stack.extend(rd.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+        }
+    }
+    out
+}
+
+/// Kill stops every container, each the way `docker stop` would: a PID 1 that ignores
+/// SIGTERM is killed after the grace (exit 137), one with a stop signal of its own gets that
+/// signal and exits by itself (exit 0), nothing of theirs is left running, and as containers
+/// stopped by hand neither comes back at connect, `restart: unless-stopped` or not. Container
+/// users are not the workspace uid, so the stop of the workspace's processes does not reach
+/// them first.
+#[test]
+fn kill_stops_every_container_with_its_own_signal_and_none_comes_back_at_connect() {
+    skip_unless_ready!();
+    let env = Env::start_with(43950, true);
+    let ws = env.create(json!({ "id": "st", "runtime": "docker-compose" }));
+    let uid = ws["workspace"]["uid"].as_u64().unwrap();
+    env.ok(
+        "st",
+        "docker run -d --name deaf -u 999:999 --restart unless-stopped dockwarden-test:latest sleep 1d",
+    );
+    env.ok(
+        "st",
+        "docker run -d --name polite -u 999:999 --restart unless-stopped --stop-signal SIGUSR1 \
+         dockwarden-test:latest sh -c 'trap \"exit 0\" USR1; while :; do sleep 1 & wait $!; done'",
+    );
+    let running = env.ok("st", "docker ps --format '{{.Names}}' | sort");
+    assert_eq!(running, "deaf\npolite\n");
+
+    let killed = env.svc.ok("POST", "/v1/workspaces/st/kill", None);
+    assert_eq!(killed["workspace"]["status"], "stopped", "{killed}");
+    let left = procs_beneath(&format!("dockwarden_ws_{uid}/containers"));
+    assert!(left.is_empty(), "container processes left: {left:?}");
+
+    env.svc.ok("POST", "/v1/workspaces/st/connect", None);
+    assert_eq!(
+        env.ok("st", "docker ps -q").trim(),
+        "",
+        "a container stopped at kill came back at connect"
+    );
+    let exit = |name: &str| {
+        env.ok(
+            "st",
+            &format!("docker inspect -f '{{{{.State.ExitCode}}}}' {name}"),
+        )
+        .trim()
+        .to_string()
+    };
+    assert_eq!(exit("deaf"), "137", "killed after its grace");
+    assert_eq!(exit("polite"), "0", "stopped by its own stop signal");
+}

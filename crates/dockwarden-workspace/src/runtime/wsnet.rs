@@ -3,7 +3,8 @@
 //! the host), a /31 of `10.127.0.0/16` on it, and a default route through the host side,
 //! which masquerades what the workspace sends out. A standard workspace's namespace is made
 //! here and kept at `<workspace dir>/netns`; a docker-compose workspace's is its daemon's
-//! (`docker::netns`), which gets its link here. docs/isolation.md, "Network", says why.
+//! (`docker::netns`), which gets its link here and one masquerade on it inside
+//! (`masquerade_inside`: its dockerd adds no iptables rules of its own). docs/isolation.md, "Network", says why.
 //!
 //! The walls are host-wide chains installed once at service start and matched by the link
 //! names' prefixes; nothing is installed per workspace, so a crash leaves no rule behind:
@@ -204,6 +205,31 @@ fn inside_batch(host_link: &str, a: LinkAddrs, egress: Egress, service_pid: u32)
         b.push_str(&format!("route add default via {} dev {INSIDE}\n", a.host));
     }
     b
+}
+
+/// Pure: the `iptables-restore --noflush` input of a docker-compose workspace's namespace:
+/// whatever leaves through the link (its containers' traffic, from any of the daemon's
+/// networks) leaves with the link's address, the only source the host forwards from a link.
+pub fn masquerade_rules() -> String {
+    format!("*nat\n-A POSTROUTING -o {INSIDE} -j MASQUERADE\nCOMMIT\n")
+}
+
+/// Installs [`masquerade_rules`] in the namespace at `ns`. Its private dockerd runs with
+/// `iptables: false` (`dockerd::config`): this one rule stands for the per-network
+/// masquerades it would add, and its start skips about a hundred `iptables` calls.
+pub fn masquerade_inside(ns: &Path) -> Result<(), NetError> {
+    let child = netns::spawn_in(ns, || {
+        spawn("iptables-restore", &["-w", "--noflush"]).map_err(io::Error::from)
+    })
+    .map_err(io_err(format!(
+        "running `iptables-restore` in the namespace at `{}`",
+        ns.display()
+    )))?;
+    feed(
+        child,
+        "iptables-restore -w --noflush (in the namespace)",
+        &masquerade_rules(),
+    )
 }
 
 /// Pure: the links among `names` that belong to a uid of `range` no workspace holds.
@@ -571,6 +597,15 @@ mod tests {
         assert_eq!("none".parse::<Egress>(), Ok(Egress::None));
         assert_eq!("nat".parse::<Egress>(), Ok(Egress::Nat));
         assert!("open".parse::<Egress>().is_err());
+    }
+
+    #[test]
+    fn a_compose_namespace_masquerades_only_what_leaves_through_its_link() {
+        let text = masquerade_rules();
+        assert_eq!(
+            text, "*nat\n-A POSTROUTING -o eth0 -j MASQUERADE\nCOMMIT\n",
+            "one rule, on the link's inside end"
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@
 
 pub mod api;
 pub mod containerd;
+pub mod containers;
 pub mod dockerd;
 pub mod leftovers;
 pub mod netns;
@@ -27,7 +28,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http::Method;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
@@ -37,8 +37,6 @@ use crate::model::ExecResult;
 
 /// How long dockerd and the proxy get to answer `/_ping` after start.
 const READY_WITHIN: Duration = Duration::from_secs(60);
-/// Seconds a container gets to stop before it is killed.
-const STOP_SECS: u32 = 3;
 /// How long processes left in a cgroup, and then the cgroup itself, get to go.
 const CGROUP_GONE_WITHIN: Duration = Duration::from_secs(5);
 
@@ -235,15 +233,22 @@ impl DockerRuntime {
         Ok(())
     }
 
-    /// The namespace and its link to the host (`wsnet`: the same walls as a standard
-    /// workspace's), before dockerd starts in it.
+    /// The namespace, its link to the host (`wsnet`: the same walls as a standard
+    /// workspace's) and the masquerade on it that stands for dockerd's own iptables rules,
+    /// before dockerd starts in it.
     fn step_namespace(&self, s: &mut Starting, uid: u32) -> WsResult<()> {
-        netns::create(&s.l.netns).map_err(io_err(&s.l.netns))?;
+        // With a link, its `ip -batch` brings the loopback up too.
+        match &self.net {
+            Some(_) => netns::create_bare(&s.l.netns),
+            None => netns::create(&s.l.netns),
+        }
+        .map_err(io_err(&s.l.netns))?;
         s.netns = true;
         if let Some(net) = &self.net {
             s.linked = true;
-            net.attach(&s.l.netns, uid)
-                .map_err(|e| WsError::Internal(format!("the workspace's network: {e}")))?;
+            let net_err = |e| WsError::Internal(format!("the workspace's network: {e}"));
+            net.attach(&s.l.netns, uid).map_err(net_err)?;
+            super::wsnet::masquerade_inside(&s.l.netns).map_err(net_err)?;
         }
         let routes = dockwarden_proxy::hostnet::routes().unwrap_or_default();
         let addrs =
@@ -325,56 +330,52 @@ impl DockerRuntime {
         s.check(StartStep::Proxy)
     }
 
+    /// Containers (each with [`containers::GRACE`]) while the proxy goes, then dockerd and
+    /// containerd while the host end of the link is deleted, then the namespace. The data stays.
     async fn stop_env(&self, spec: &RunSpec) -> WsResult<Vec<String>> {
         let l = Self::layout(spec);
-        let inst = self.take(&spec.workspace_id);
-        let mut stopped = Vec::new();
-        if api::ping(&l.daemon_socket).await {
-            let containers = api::containers(&l.daemon_socket).await.unwrap_or_default();
-            let running: Vec<_> = containers.into_iter().filter(|c| c.2).collect();
-            // Concurrently: each stop may take its grace period.
-            let mut calls = tokio::task::JoinSet::new();
-            for (id, _, _) in &running {
-                let path = format!("/containers/{id}/stop?t={STOP_SECS}");
-                let sock = l.daemon_socket.clone();
-                let within = Duration::from_secs(u64::from(STOP_SECS) + 30);
-                calls.spawn(async move { api::call(&sock, Method::POST, &path, within).await });
-            }
-            // A panicked call is dropped, as a failed one is only logged.
-            while let Some(r) = calls.join_next().await {
-                if let Ok(Err(e)) = r {
-                    warn!(workspace.id = %spec.workspace_id, error = %e, "stopping a container");
-                }
-            }
-            stopped.extend(
-                running
-                    .into_iter()
-                    .map(|(_, name, _)| format!("container {name}")),
-            );
-        }
-        let (daemon, proxy, ctd) = match inst {
+        let t0 = std::time::Instant::now();
+        let (daemon, proxy, ctd) = match self.take(&spec.workspace_id) {
             Some(i) => (Some(i.dockerd), Some(i.proxy), Some(i.containerd)),
             None => (None, None, None),
         };
-        if stop_proxy(&l, proxy).await {
+        // The workspace's processes are gone (`stop_all`): nothing calls the proxy any more.
+        let (mut stopped, proxy_ran) = tokio::join!(
+            stop_containers(&l, &spec.workspace_id),
+            stop_proxy(&l, proxy)
+        );
+        if proxy_ran {
             stopped.push("dockwarden proxy".into());
         }
+        let containers_ms = t0.elapsed().as_millis();
+        // The link carries nothing once the containers are gone; deleting it (tens of ms in
+        // the kernel) overlaps the daemons' shutdown.
+        let uid = spec.uid;
+        let unlink = self
+            .net
+            .is_some()
+            .then(|| tokio::task::spawn_blocking(move || super::wsnet::detach(uid)));
         // dockerd stops its containers through containerd, which `stop_daemon` ends next.
         if stop_daemon(&l, daemon).await {
             stopped.push("dockerd".into());
         }
         reap(ctd);
+        let daemon_ms = t0.elapsed().as_millis();
         if netns::exists(&l.netns) {
             stopped.push("network namespace".into());
         }
-        netns::release(&l.netns).map_err(io_err(&l.netns))?;
-        // The kernel tears the namespace (and the link in it) down later: the link goes now.
-        if self.net.is_some() {
-            super::wsnet::detach(spec.uid).map_err(|e| WsError::Internal(e.to_string()))?;
+        let released = netns::release(&l.netns).map_err(io_err(&l.netns));
+        if let Some(unlink) = unlink {
+            unlink
+                .await
+                .map_err(|e| WsError::Internal(format!("deleting the workspace's link: {e}")))?
+                .map_err(|e| WsError::Internal(e.to_string()))?;
         }
+        released?;
         for s in [&l.proxy_socket, &l.daemon_socket] {
             let _ = std::fs::remove_file(s);
         }
+        info!(workspace.id = %spec.workspace_id, down.containers_ms = containers_ms, down.daemon_ms = daemon_ms, down.total_ms = t0.elapsed().as_millis(), "docker runtime down");
         Ok(stopped)
     }
 
@@ -579,6 +580,27 @@ fn write_shim(l: &Layout) -> WsResult<()> {
     let sudo = l.shim_dir.join("sudo");
     std::fs::write(&sudo, SUDO_SHIM).map_err(io_err(&sudo))?;
     std::fs::set_permissions(&sudo, std::fs::Permissions::from_mode(0o755)).map_err(io_err(&sudo))
+}
+
+/// Stops the running containers of a daemon that answers (`containers.rs`); returns what
+/// was stopped, for the caller's report. A failure is logged: dockerd's own shutdown, and
+/// then the cgroup sweep in `stop_daemon`, still end the container.
+async fn stop_containers(l: &Layout, workspace: &str) -> Vec<String> {
+    if !api::ping(&l.daemon_socket).await {
+        return Vec::new();
+    }
+    let listed = api::containers(&l.daemon_socket).await.unwrap_or_default();
+    let (ids, names): (Vec<String>, Vec<String>) = listed
+        .into_iter()
+        .filter(|c| c.2)
+        .map(|(id, name, _)| (id, format!("container {name}")))
+        .unzip();
+    for r in containers::stop_all(&l.daemon_socket, &ids, containers::GRACE).await {
+        if let Err(e) = r {
+            warn!(workspace.id = %workspace, error = %e, "stopping a container");
+        }
+    }
+    names
 }
 
 /// Stops the proxy (the child, or the one its pidfile names); true if one ran.
