@@ -411,7 +411,15 @@ mod tests {
     /// Writes `path` in small pieces, as `head -c` does, until the filesystem refuses.
     fn fill(path: &Path) {
         use std::io::Write;
-        let mut f = std::fs::File::create(path).expect("create");
+        // The previous round's file may still be being freed in the background: a create
+        // can meet ENOSPC until the filesystem is synced.
+        let mut f = std::fs::File::create(path)
+            .or_else(|_| {
+                let dir = std::fs::File::open(path.parent().expect("parent"))?;
+                let _ = nix::unistd::syncfs(&dir);
+                std::fs::File::create(path)
+            })
+            .expect("create");
         let piece = [0u8; 64 << 10];
         while f.write_all(&piece).is_ok() {}
         let _ = f.sync_all();
