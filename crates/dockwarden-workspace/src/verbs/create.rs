@@ -103,6 +103,9 @@ impl Service {
                 Ok(self.auto_reprovision_after_setup(created).await)
             }
             Err((id, e)) => {
+                // A delete that cancelled the create may make any later step fail (the clone
+                // under way loses its directory): the answer is the delete, not that step.
+                let e = self.cancelled_error(&id).unwrap_or(e);
                 warn!(workspace.id = %id, error = %e, "create failed; removing");
                 self.tear_down_runtime(&id).await;
                 let uid = match self.store.get(&id) {
@@ -250,18 +253,23 @@ impl Service {
         Ok((ws, notes))
     }
 
-    fn refuse_if_cancelled(&self, ws: &Workspace) -> WsResult<()> {
-        if self
-            .live(&ws.id)
+    /// The answer of a create that a delete cancelled, if one did.
+    fn cancelled_error(&self, id: &str) -> Option<WsError> {
+        let cancelled = self
+            .live(id)
             .cancelled
-            .load(std::sync::atomic::Ordering::SeqCst)
-        {
-            return Err(WsError::WrongState {
-                id: ws.id.clone(),
-                status: Status::Deleted,
-                verb: "finish creating",
-                hint: "; it was deleted while its setup ran",
-            });
+            .load(std::sync::atomic::Ordering::SeqCst);
+        cancelled.then(|| WsError::WrongState {
+            id: id.to_string(),
+            status: Status::Deleted,
+            verb: "finish creating",
+            hint: "; it was deleted while its setup ran",
+        })
+    }
+
+    fn refuse_if_cancelled(&self, ws: &Workspace) -> WsResult<()> {
+        if let Some(e) = self.cancelled_error(&ws.id) {
+            return Err(e);
         }
         Ok(())
     }
