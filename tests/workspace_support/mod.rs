@@ -210,7 +210,7 @@ impl Drop for Svc {
         remove_workspace_networks(&self.state, self.uid_base, 50);
         // And every other mount under the state directory: worktree disk images (their loop
         // devices go with them: `mount -o loop` clears them at unmount), staging mounts.
-        unmount_beneath(&self.state);
+        dockwarden::sys::mountinfo::detach_beneath(&self.state);
     }
 }
 
@@ -253,13 +253,6 @@ pub fn sandbox_inits(state: &Path) -> Vec<i32> {
         }
     }
     out
-}
-
-/// Unmounts everything at or beneath `dir`, deepest first, lazily.
-pub fn unmount_beneath(dir: &Path) {
-    for m in dockwarden::sys::mountinfo::at_or_beneath(&dockwarden::sys::mountinfo::own(), dir) {
-        let _ = Command::new("umount").arg("-l").arg(&m).status();
-    }
 }
 
 /// Thaws `dockwarden_ws_<uid>` of the range (cgroup v1 freezer and v2 `cgroup.freeze`).

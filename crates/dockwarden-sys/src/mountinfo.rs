@@ -90,6 +90,17 @@ pub fn containing<'a>(mounts: &'a [Mount], path: &Path) -> Option<&'a Mount> {
         .max_by_key(|m| (m.point.components().count(), m.id))
 }
 
+/// Detaches every mount at or beneath `dir` this process sees, deepest first
+/// (`MNT_DETACH`: a busy mount goes from the namespace at once and is freed when its last
+/// user goes), never following a symlink in a mount point's last component. What a killed
+/// daemon, a crashed create or a crashed service left mounted.
+pub fn detach_beneath(dir: &Path) {
+    use nix::mount::{MntFlags, umount2};
+    for m in at_or_beneath(&own(), dir) {
+        let _ = umount2(&m, MntFlags::MNT_DETACH | MntFlags::UMOUNT_NOFOLLOW);
+    }
+}
+
 /// Undoes mountinfo's octal escapes.
 pub fn unescape(s: &str) -> String {
     let b = s.as_bytes();

@@ -183,7 +183,7 @@ impl Service {
                     self.tear_down_runtime(&j.workspace_id).await;
                     // A worktree image mounted before the crash (its file goes with the
                     // orphan-image sweep below).
-                    unmount_beneath(&self.ws_dir(&j.workspace_id));
+                    dockwarden_sys::mountinfo::detach_beneath(&self.ws_dir(&j.workspace_id));
                     let _ = std::fs::remove_dir_all(self.ws_dir(&j.workspace_id));
                     self.store.tx(|tx| store::delete_ws(tx, &j.workspace_id))?;
                 }
@@ -270,7 +270,7 @@ impl Service {
                 crate::runtime::wsnet::release_ns(&ent.path());
                 // A worktree image (or anything else) still mounted in it: a crash between
                 // the mount and the record, or during a delete.
-                unmount_beneath(&ent.path());
+                dockwarden_sys::mountinfo::detach_beneath(&ent.path());
                 let _ = std::fs::remove_dir_all(ent.path());
             }
         }
@@ -363,16 +363,6 @@ fn walk_changed(
         }
         if meta.is_dir() {
             walk_changed(&ent.path(), &format!("{path}/"), known, out);
-        }
-    }
-}
-
-/// Unmounts every mount at or beneath `dir`, deepest first (lazily when busy).
-fn unmount_beneath(dir: &Path) {
-    use dockwarden_sys::mountinfo;
-    for m in mountinfo::at_or_beneath(&mountinfo::own(), dir) {
-        if nix::mount::umount2(&m, nix::mount::MntFlags::UMOUNT_NOFOLLOW).is_err() {
-            let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
         }
     }
 }

@@ -4,7 +4,7 @@
 //! and dockerd is pointed at.
 
 use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
@@ -216,12 +216,6 @@ pub fn pids_mentioning(needle: &Path) -> Vec<i32> {
         .collect()
 }
 
-/// Mount points at or beneath `dir` (deepest first), from `/proc/self/mountinfo`.
-pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
-    use dockwarden_sys::mountinfo;
-    mountinfo::at_or_beneath(&mountinfo::own(), dir)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,7 +260,7 @@ mod tests {
             ("exec-root", "exec"),
             ("pidfile", "docker.pid"),
         ] {
-            let got = PathBuf::from(c[key].as_str().expect(key));
+            let got = std::path::PathBuf::from(c[key].as_str().expect(key));
             assert_eq!(got, root.join(leaf), "{key}");
             assert!(
                 got.starts_with(ws),

@@ -384,9 +384,7 @@ impl DockerRuntime {
         self.stop_env(spec).await?;
         clear_leftovers(&l).await;
         // Pins, then anything dockerd left mounted (a daemon that was killed leaves overlays).
-        for m in dockerd::mounts_under(&l.dir) {
-            let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
-        }
+        dockwarden_sys::mountinfo::detach_beneath(&l.dir);
         leftovers::remove_cgroups(&l.cgroup_name, CGROUP_GONE_WITHIN).await;
         for d in [&l.dir, &l.shim_dir] {
             if d.exists() {
@@ -643,9 +641,7 @@ async fn stop_daemon(l: &Layout, child: Option<std::process::Child>) -> bool {
     if n > 0 {
         warn!(cgroup = %l.cgroup_name, processes = n, "killed container processes left without their daemon");
     }
-    for m in dockerd::mounts_under(&l.exec_root) {
-        let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
-    }
+    dockwarden_sys::mountinfo::detach_beneath(&l.exec_root);
     ran
 }
 
@@ -683,9 +679,7 @@ pub async fn sweep(ws_dir: &Path) {
         l.cgroup_name = name.trim().to_string();
     }
     clear_leftovers(&l).await;
-    for m in dockerd::mounts_under(&l.dir) {
-        let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
-    }
+    dockwarden_sys::mountinfo::detach_beneath(&l.dir);
     if let Some(ws) = ws {
         let n = leftovers::kill_all_in(ws, CGROUP_GONE_WITHIN).await;
         if n > 0 {
