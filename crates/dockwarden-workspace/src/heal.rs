@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 use crate::error::{WsError, WsResult};
-use crate::model::{RecoveryReport, Workspace, now_ms};
+use crate::model::{RecoveryReport, Workspace};
 use crate::service::Service;
 use crate::store;
 
@@ -152,22 +152,16 @@ impl Service {
             ));
         }
         lost.extend(stopped.into_iter().filter(|s| s.starts_with("container ")));
-        let report = RecoveryReport {
-            at_ms: now_ms(),
-            reason: format!("{RESTARTED}: {dead}"),
-            restored_from: None,
-            snapshot_created_at_ms: None,
-            unrecovered: Vec::new(),
-            preserved_at: None,
-            note: if lost.is_empty() {
-                "the runtime was restarted on the same data root; files, images and volumes are kept".into()
+        let kept =
+            "the runtime was restarted on the same data root; files, images and volumes are kept";
+        let report = RecoveryReport::restarted(
+            format!("{RESTARTED}: {dead}"),
+            if lost.is_empty() {
+                kept.into()
             } else {
-                format!(
-                    "the runtime was restarted on the same data root; files, images and volumes are kept; stopped with it: {}",
-                    lost.join(", ")
-                )
+                format!("{kept}; stopped with it: {}", lost.join(", "))
             },
-        };
+        );
         ws.last_recovery = Some(report.clone());
         self.store.tx(|tx| store::put_ws(tx, &ws))?;
         self.start_run_script(&ws);

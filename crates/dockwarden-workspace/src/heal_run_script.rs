@@ -8,7 +8,7 @@ use std::time::Instant;
 use tracing::{info, warn};
 
 use crate::heal::{FLAPPING, backoff};
-use crate::model::{RecoveryReport, Workspace, now_ms};
+use crate::model::{RecoveryReport, Workspace};
 use crate::service::{Service, WsLive};
 use crate::store;
 
@@ -30,6 +30,13 @@ pub struct RunScriptState {
 }
 
 impl RunScriptState {
+    /// Pure: whether the script of the current generation ended with a failure (without
+    /// taking it, and whether or not its back-off is over).
+    pub fn failed(&self) -> bool {
+        self.ended
+            .is_some_and(|(generation, code)| generation == self.generation && code != 0)
+    }
+
     /// Pure: whether a script that ended should be started again now; takes the ending.
     pub fn due(&mut self, now: Instant) -> Option<i32> {
         let (generation, code) = self.ended?;
@@ -75,6 +82,10 @@ impl Service {
     /// Upkeep: starts the run script of a live workspace again if it died.
     pub(crate) async fn heal_run_script(&self, ws: &Workspace) {
         let live = self.live(&ws.id);
+        // The common case, every tick: nothing ended; no lock taken, nothing read.
+        if !live.run_script.lock().is_ok_and(|st| st.failed()) {
+            return;
+        }
         // Not while a kill, restart or restore holds the workspace: they decide its processes.
         let Ok(_op) = live.op.clone().try_lock_owned() else {
             return;
@@ -85,7 +96,6 @@ impl Service {
         if !ws.status.is_live() {
             return;
         }
-        let ws = &ws;
         let due = live
             .run_script
             .lock()
@@ -97,17 +107,13 @@ impl Service {
             c => format!("exit status {c}"),
         };
         info!(workspace.id = %ws.id, run.ended = %how, "the run script died; starting it again");
-        self.start_run_script(ws);
-        let report = RecoveryReport {
-            at_ms: now_ms(),
-            reason: format!("{RUN_SCRIPT_RESTARTED}: {how}"),
-            restored_from: None,
-            snapshot_created_at_ms: None,
-            unrecovered: Vec::new(),
-            preserved_at: None,
-            note: "the settings' run script was started again; its output goes on in $HOME/run.log"
+        self.start_run_script(&ws);
+        let report = RecoveryReport::restarted(
+            format!("{RUN_SCRIPT_RESTARTED}: {how}"),
+            "the settings' run script was started again; its output goes on in $HOME/run.log"
                 .into(),
-        };
+        );
+        // Read again: an exec (which takes no op lock) may have moved it to `running`.
         let recorded = self.store.require(&ws.id).and_then(|mut w| {
             w.last_recovery = Some(report);
             self.store.tx(|tx| store::put_ws(tx, &w))
@@ -131,16 +137,20 @@ mod tests {
             ended: Some((0, 0)),
             ..Default::default()
         };
+        assert!(!st.failed());
         assert_eq!(st.due(t0), None, "exit 0: finished");
         st.ended = Some((0, 137));
         st.generation = 1;
+        assert!(!st.failed(), "an older generation's ending");
         assert_eq!(
             st.due(t0),
             None,
             "stopped by the service (older generation)"
         );
         st.generation = 0;
+        assert!(st.failed());
         assert_eq!(st.due(t0), Some(137));
+        assert!(!st.failed(), "taken");
         assert_eq!(st.ended, None, "taken");
         // Died again at once: backs off 2 s before the next restart.
         st.started = Some((t0, 0));

@@ -174,6 +174,21 @@ pub struct RecoveryReport {
     pub note: String,
 }
 
+impl RecoveryReport {
+    /// A part of the runtime was restarted, now: no files were restored and none lost.
+    pub fn restarted(reason: String, note: String) -> Self {
+        RecoveryReport {
+            at_ms: now_ms(),
+            reason,
+            restored_from: None,
+            snapshot_created_at_ms: None,
+            unrecovered: Vec::new(),
+            preserved_at: None,
+            note,
+        }
+    }
+}
+
 /// The last stop of a workspace, shown by `info`: by `kill` or by the idle timeout.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StopRecord {

@@ -42,6 +42,7 @@ impl Service {
         // A worktree on its own disk image: the damaged tree stays in its image, kept aside,
         // and the restored tree goes into a new image mounted in its place.
         let image_aside = self.unmount_image_aside(ws, &wt)?;
+        let on_image = image_aside.is_some();
         let preserved_at = match image_aside {
             Some(img) => {
                 let _ = std::fs::remove_dir(&wt);
@@ -57,7 +58,7 @@ impl Service {
                 notes.push("no usable snapshot; the worktree is empty".into());
             }
         }
-        if preserved_at.as_deref().is_some_and(|p| p.ends_with(".img")) {
+        if on_image {
             self.remount_sized(ws)?;
         }
         if restored.is_some() && !unrecovered.is_empty() {
