@@ -255,18 +255,15 @@ pub fn sandbox_inits(state: &Path) -> Vec<i32> {
     out
 }
 
-/// Thaws `dockwarden_ws_<uid>` of the range (cgroup v1 freezer and v2 `cgroup.freeze`).
+/// Thaws `dockwarden_ws_<uid>` of the range (cgroup v1 freezer or v2 `cgroup.freeze`).
 pub fn thaw_workspace_cgroups(base: u32, count: u32) {
+    let Some(h) = dockwarden::sys::cgroupfs::Hierarchy::detect() else {
+        return;
+    };
     for uid in base..base + count {
-        let v1 = PathBuf::from(format!(
-            "/sys/fs/cgroup/freezer/dockwarden_ws_{uid}/freezer.state"
-        ));
-        let v2 = PathBuf::from(format!("/sys/fs/cgroup/dockwarden_ws_{uid}/cgroup.freeze"));
-        if v1.exists() {
-            let _ = std::fs::write(&v1, "THAWED");
-        }
-        if v2.exists() {
-            let _ = std::fs::write(&v2, "0");
+        let name = format!("dockwarden_ws_{uid}");
+        if h.can_freeze(&name) {
+            let _ = h.thaw(&name);
         }
     }
 }

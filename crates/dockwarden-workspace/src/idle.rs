@@ -146,15 +146,20 @@ fn suspended_past(ws: &Workspace, now: u64) -> bool {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_maximum_runtime_counts_from_when_the_workspace_became_live() {
-        let mut ws: Workspace = serde_json::from_value(serde_json::json!({
-            "id": "w", "status": "running", "uid": 1, "created_at_ms": 0, "metadata": {},
+    /// A stored workspace record in `status`, as an older service wrote it (no optional keys).
+    fn workspace(status: &str) -> Workspace {
+        serde_json::from_value(serde_json::json!({
+            "id": "w", "status": status, "uid": 1, "created_at_ms": 0, "metadata": {},
             "env": {}, "secret_names": [], "repo": null, "revision": null,
             "from_snapshot": null, "idle_timeout_secs": 600, "latest_snapshot": null,
             "setup": null, "last_recovery": null
         }))
-        .expect("workspace");
+        .expect("workspace")
+    }
+
+    #[test]
+    fn the_maximum_runtime_counts_from_when_the_workspace_became_live() {
+        let mut ws = workspace("running");
         // No limit, or not live: never.
         assert_eq!(ran_past_max(&ws, 10_000_000), None);
         ws.max_runtime_secs = Some(3);
@@ -166,13 +171,8 @@ mod tests {
 
     #[test]
     fn a_suspended_workspace_is_archived_after_its_archive_time() {
-        let mut ws: Workspace = serde_json::from_value(serde_json::json!({
-            "id": "w", "status": "suspended", "uid": 1, "created_at_ms": 0, "metadata": {},
-            "env": {}, "secret_names": [], "repo": null, "revision": null,
-            "from_snapshot": null, "idle_timeout_secs": 600, "latest_snapshot": null,
-            "setup": null, "last_recovery": null, "archive_after_secs": 2
-        }))
-        .expect("workspace");
+        let mut ws = workspace("suspended");
+        ws.archive_after_secs = 2;
         assert!(!suspended_past(&ws, 10_000), "not suspended: never");
         ws.suspended_at_ms = Some(5_000);
         assert!(!suspended_past(&ws, 6_999));
