@@ -38,6 +38,8 @@ mod tests {
         assert_eq!(component("a-b_c.d~e"), "a-b_c.d~e");
         assert_eq!(component("a b/c:d&e=f%"), "a%20b%2Fc%3Ad%26e%3Df%25");
         assert_eq!(component("é"), "%C3%A9");
+        // A signal name in `kill?signal=`: `+` must not read as a space.
+        assert_eq!(component("SIGRTMIN+3"), "SIGRTMIN%2B3");
     }
 
     #[test]
